@@ -17,14 +17,19 @@ def main(verbose: int) -> None:
 
 
 def _register() -> None:
-    """Attach every command group; each module exposes `register(main)`."""
+    """Attach every command group: each module of this package that defines
+    `register(main)` adds its commands (click lists them alphabetically)."""
     import importlib
+    import pkgutil
 
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"gpuctl.cli.{name}").register(main)
+    import gpuctl.cli as package
 
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name in {"common", "main"}:
+            continue
+        module = importlib.import_module(f"gpuctl.cli.{info.name}")
+        if hasattr(module, "register"):
+            module.register(main)
 
-# One module per command group, in the order they appear in --help.
-COMMAND_MODULES: list[str] = []
 
 _register()
