@@ -1,0 +1,190 @@
+"""The SKU catalog: what each GPU server type is and what it must measure.
+
+Data lives in `catalog/skus/<name>.yaml` (one file per SKU, every figure with its
+`source:`) and `catalog/health.yaml` (limits shared by every SKU). This module loads
+them into typed, frozen models; nothing here hard-codes a figure.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpuctl.errors import InputError
+from gpuctl.paths import catalog_dir
+from gpuctl.validation import validate_document
+from gpuctl.yamlsrc import load_yaml
+
+# Every SKU must define every one of these thresholds (a missing one is never a pass).
+THRESHOLD_NAMES: tuple[str, ...] = (
+    "all_reduce_busbw_gb_s",
+    "multi_node_busbw_gb_s",
+    "h2d_gb_s",
+    "d2h_gb_s",
+    "p2p_gb_s",
+    "hbm_copy_fraction",
+    "ib_write_bw_gbit_s",
+    "ib_write_lat_us",
+    "fio_randread_iops",
+    "fio_seqwrite_gb_s",
+    "train_mfu_fraction",
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Figure(_Frozen):
+    """A number with the public source it came from."""
+
+    value: float
+    source: str = Field(min_length=3)
+
+
+class Threshold(_Frozen):
+    """An acceptance limit: `min` (higher is better) or `max` (lower is better).
+
+    A value between `min` and `warn_below` (or `warn_above` and `max`) is a warning.
+    `not_applicable` marks a measurement that makes no sense for the SKU (one GPU has
+    no peer to copy to); the verdict then says so with this source as the reason.
+    """
+
+    min: float | None = None
+    max: float | None = None
+    warn_below: float | None = None
+    warn_above: float | None = None
+    not_applicable: bool = False
+    source: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _one_direction(self) -> Threshold:
+        if self.not_applicable:
+            return self
+        if (self.min is None) == (self.max is None):
+            raise ValueError("a threshold needs exactly one of 'min' or 'max'")
+        if self.min is not None and self.warn_below is not None and self.warn_below < self.min:
+            raise ValueError("warn_below must be >= min")
+        if self.max is not None and self.warn_above is not None and self.warn_above > self.max:
+            raise ValueError("warn_above must be <= max")
+        return self
+
+
+class GpuFacts(_Frozen):
+    count: int = Field(ge=1, le=16)
+    model: str
+    pci_device_ids: tuple[str, ...]
+    architecture: Literal["ampere", "hopper", "blackwell"]
+    compute_capability: str
+    memory_mib: int
+    source: str
+
+    @property
+    def pci_ids(self) -> tuple[str, ...]:
+        """Device ids as lowercase hex without 0x ('2330')."""
+        return tuple(i.lower().removeprefix("0x") for i in self.pci_device_ids)
+
+
+class NvlinkFacts(_Frozen):
+    nvswitch: bool
+    links_per_gpu: int
+    topo_code: str | None
+    per_gpu_bandwidth_gb_s: Figure
+    source: str
+
+
+class PcieFacts(_Frozen):
+    generation: int = Field(ge=1, le=6)
+    width: int
+    source: str
+
+
+class FabricFacts(_Frozen):
+    infiniband_rate_gbps: Figure | None = None
+    roce_rate_gbps: Figure | None = None
+    hcas: Figure | None = None
+
+
+class Sku(_Frozen):
+    name: str
+    description: str
+    preview: bool = False
+    gpu: GpuFacts
+    nvlink: NvlinkFacts
+    pcie: PcieFacts
+    hbm_bandwidth_tb_s: Figure
+    dense_bf16_tflops: Figure
+    node_power_kw: Figure
+    min_cpu_memory_gib: Figure
+    nvme_count: Figure
+    fabric: FabricFacts
+    thresholds: dict[str, Threshold]
+
+    @model_validator(mode="after")
+    def _all_thresholds(self) -> Sku:
+        missing = [n for n in THRESHOLD_NAMES if n not in self.thresholds]
+        unknown = [n for n in self.thresholds if n not in THRESHOLD_NAMES]
+        if missing:
+            raise ValueError(f"thresholds missing: {', '.join(missing)}")
+        if unknown:
+            raise ValueError(f"unknown thresholds: {', '.join(unknown)} (known: {', '.join(THRESHOLD_NAMES)})")
+        return self
+
+    def fabric_rate_gbps(self, fabric_type: str) -> float | None:
+        fig = self.fabric.infiniband_rate_gbps if fabric_type == "infiniband" else self.fabric.roce_rate_gbps
+        if fig is None and fabric_type == "roce":
+            fig = self.fabric.infiniband_rate_gbps
+        return fig.value if fig else None
+
+
+class Limit(_Frozen):
+    values: tuple[int, ...]
+    source: str
+
+
+class XidList(_Frozen):
+    codes: tuple[int, ...]
+    source: str
+
+
+class EccLimits(_Frozen):
+    max_dram_corrected: Figure
+    max_sram_corrected: Figure
+    max_uncorrectable: Figure
+
+
+class Health(_Frozen):
+    xid_fatal: XidList
+    ecc: EccLimits
+    fabric_rates_gbps: dict[Literal["infiniband", "roce"], Limit]
+
+
+def _skus_dir() -> Path:
+    return catalog_dir() / "skus"
+
+
+def sku_names() -> list[str]:
+    return sorted(p.stem for p in _skus_dir().glob("*.yaml"))
+
+
+@cache
+def load_sku(name: str) -> Sku:
+    """The SKU named `name`; InputError naming the known SKUs if there is none."""
+    path = _skus_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise InputError(f"unknown SKU '{name}'; known: {', '.join(sku_names())}")
+    data, smap = load_yaml(path)
+    sku = validate_document(Sku, data, smap, "SKU")
+    if sku.name != name:
+        raise InputError(f"{path}: name '{sku.name}' does not match the file name '{name}'")
+    return sku
+
+
+@cache
+def load_health() -> Health:
+    path = catalog_dir() / "health.yaml"
+    data, smap = load_yaml(path)
+    return validate_document(Health, data, smap, "health limits file")

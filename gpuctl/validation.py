@@ -1,0 +1,106 @@
+"""Turning pydantic validation errors into `file:line: field.path: message` lines.
+
+Every data file gpuctl reads (inventory, matrix, SKU catalog) goes through
+`validate_document`, so all of them report problems the same way: every problem at
+once, each with its line, the field path, what was expected and — for unknown keys —
+the nearest known key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gpuctl.errors import InputError
+from gpuctl.yamlsrc import FieldPath, SourceMap, format_path
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Problem:
+    """One located problem; `warning` problems do not fail validation."""
+
+    __slots__ = ("where", "path", "message", "warning")
+
+    def __init__(self, where: str, path: FieldPath, message: str, warning: bool = False) -> None:
+        self.where = where
+        self.path = path
+        self.message = message
+        self.warning = warning
+
+    def __str__(self) -> str:
+        prefix = "warning: " if self.warning else ""
+        return f"{prefix}{self.where}: {format_path(self.path)}: {self.message}"
+
+
+def _known_fields(model: type[BaseModel], path: FieldPath) -> list[str]:
+    """Field names (aliases) allowed at `path` inside `model`, best effort."""
+    current: Any = model
+    for part in path:
+        if isinstance(part, int):
+            continue
+        fields = getattr(current, "model_fields", None)
+        if not fields:
+            return []
+        info = next((f for n, f in fields.items() if (f.alias or n) == part), None)
+        if info is None:
+            return []
+        current = _inner_model(info.annotation)
+        if current is None:
+            return []
+    fields = getattr(current, "model_fields", None) or {}
+    return [f.alias or n for n, f in fields.items()]
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _message(err: dict[str, Any], model: type[BaseModel], path: FieldPath) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(path[-1]) if path else ""
+        known = _known_fields(model, path[:-1])
+        near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"; did you mean '{near[0]}'?" if near else (f"; expected one of: {', '.join(known)}" if known else "")
+        return f"unknown key '{key}'{hint}"
+    if kind == "missing":
+        return "required field is missing"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    given = err.get("input")
+    if kind not in ("missing",) and not isinstance(given, (dict, list)) and given is not None:
+        return f"{msg} (got {given!r})"
+    return msg
+
+
+def pydantic_problems(exc: ValidationError, model: type[BaseModel], smap: SourceMap) -> list[Problem]:
+    problems = []
+    for err in exc.errors():
+        path = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+        # pydantic puts union/tagged-union member names into loc; drop non-data parts
+        path = tuple(p for p in path if not (isinstance(p, str) and (p.startswith("function-") or "[" in p)))
+        problems.append(Problem(smap.where(path), path, _message(err, model, path)))
+    return problems
+
+
+def validate_document(model: type[M], data: Any, smap: SourceMap, what: str) -> M:
+    """Validate `data` against `model`; InputError listing every problem with its line."""
+    if not isinstance(data, dict):
+        raise InputError(f"{smap.file}: {what} must be a YAML mapping, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = pydantic_problems(exc, model, smap)
+        raise InputError(
+            f"{smap.file}: {len(problems)} problem(s) in this {what}", [str(p) for p in problems]
+        ) from None

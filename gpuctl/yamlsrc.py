@@ -1,0 +1,123 @@
+"""YAML loading that remembers where every value came from.
+
+`load_yaml(path)` returns plain Python data plus a `SourceMap` that answers "which line
+of which file holds the value at this field path?". Validation errors use it to name
+`file:line: field.path: message`. Duplicate mapping keys are errors, not last-wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuctl.errors import InputError
+
+FieldPath = tuple[str | int, ...]
+
+
+@dataclass
+class SourceMap:
+    """Line numbers (1-based) of every mapping key and sequence item in a document."""
+
+    file: str
+    lines: dict[FieldPath, int] = field(default_factory=dict)
+
+    def line_of(self, path: FieldPath) -> int | None:
+        """Line of the deepest known prefix of `path` (the field itself if known)."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return None
+
+    def where(self, path: FieldPath) -> str:
+        line = self.line_of(path)
+        return f"{self.file}:{line}" if line else self.file
+
+
+def format_path(path: FieldPath) -> str:
+    """('nodes', 2, 'rack') → 'nodes[2].rack'."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(document)"
+
+
+def _construct(node: yaml.Node, path: FieldPath, smap: SourceMap, problems: list[str]) -> Any:
+    smap.lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                problems.append(f"{smap.file}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported")
+                continue
+            key = _construct(key_node, path, smap, problems) if not isinstance(key_node, yaml.ScalarNode) else _scalar(key_node)
+            if isinstance(key, (list, dict)):
+                problems.append(f"{smap.file}:{key_node.start_mark.line + 1}: {format_path(path)}: a mapping key must be a plain value")
+                continue
+            child = (*path, key if isinstance(key, (str, int)) else str(key))
+            if key in result:
+                problems.append(
+                    f"{smap.file}:{key_node.start_mark.line + 1}: {format_path(child)}: "
+                    f"duplicate key (first at line {smap.lines.get(child, '?')})"
+                )
+                continue
+            smap.lines[child] = key_node.start_mark.line + 1
+            result[key] = _construct(value_node, child, smap, problems)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for index, item in enumerate(node.value):
+            child = (*path, index)
+            smap.lines[child] = item.start_mark.line + 1
+            items.append(_construct(item, child, smap, problems))
+        return items
+    return _scalar(node)
+
+
+_SCALAR_LOADER = yaml.SafeLoader("")
+
+
+def _scalar(node: yaml.Node) -> Any:
+    return _SCALAR_LOADER.construct_object(node, deep=True)
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
+    """Parse one YAML document from text; InputError with file:line on bad YAML."""
+    smap = SourceMap(file)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise InputError(f"{file}{line}: not valid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{file}: not valid YAML: {exc}") from None
+    if root is None:
+        return None, smap
+    problems: list[str] = []
+    try:
+        data = _construct(root, (), smap, problems)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{file}: not valid YAML: {exc}") from None
+    if problems:
+        raise InputError(f"{file}: {len(problems)} problem(s) in the YAML", problems)
+    return data, smap
+
+
+def load_yaml(path: str | Path) -> tuple[Any, SourceMap]:
+    """Read and parse a YAML file; InputError if it cannot be read."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read: {exc}") from None
+    return parse_yaml(text, str(path))
