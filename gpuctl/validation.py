@@ -22,7 +22,7 @@ M = TypeVar("M", bound=BaseModel)
 class Problem:
     """One located problem; `warning` problems do not fail validation."""
 
-    __slots__ = ("where", "path", "message", "warning")
+    __slots__ = ("message", "path", "warning", "where")
 
     def __init__(self, where: str, path: FieldPath, message: str, warning: bool = False) -> None:
         self.where = where
@@ -104,3 +104,37 @@ def validate_document(model: type[M], data: Any, smap: SourceMap, what: str) -> 
         raise InputError(
             f"{smap.file}: {len(problems)} problem(s) in this {what}", [str(p) for p in problems]
         ) from None
+
+
+def _drop(data: Any, loc: tuple[Any, ...]) -> None:
+    cur = data
+    for part in loc[:-1]:
+        try:
+            cur = cur[part]
+        except (KeyError, IndexError, TypeError):
+            return
+    if isinstance(cur, dict):
+        cur.pop(loc[-1], None)
+
+
+def validate_collecting(model: type[M], data: Any, smap: SourceMap, what: str) -> tuple[M | None, list[Problem]]:
+    """Validate, and when the only problems are unknown keys, drop them and validate
+    again so later (semantic) checks can still run and report everything at once."""
+    import copy
+
+    if not isinstance(data, dict):
+        raise InputError(f"{smap.file}: {what} must be a YAML mapping, got {type(data).__name__}")
+    try:
+        return model.model_validate(data), []
+    except ValidationError as exc:
+        problems = pydantic_problems(exc, model, smap)
+        errors = exc.errors()
+        if any(e["type"] != "extra_forbidden" for e in errors):
+            return None, problems
+        trimmed = copy.deepcopy(data)
+        for e in sorted(errors, key=lambda e: len(e["loc"]), reverse=True):
+            _drop(trimmed, tuple(e["loc"]))
+        try:
+            return model.model_validate(trimmed), problems
+        except ValidationError:
+            return None, problems

@@ -1,0 +1,460 @@
+"""The inventory: one YAML file describing a cluster, validated into a typed model.
+
+`load_inventory(path)` parses the file (remembering lines), validates the schema
+(unknown keys are errors, with "did you mean"), then runs the semantic rules —
+unique names and addresses, addresses inside their CIDRs, VLAN ids, racks and their
+power budget, RAID and Lustre settings, fabric rates, the SKU and matrix named — and
+raises one `InputError` listing every problem with `file:line: field: message`.
+Warnings (e.g. CPU memory below the SKU's minimum) are returned, not raised.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gpuctl.catalog import THRESHOLD_NAMES, Sku, Threshold, load_health, load_sku
+from gpuctl.errors import InputError
+from gpuctl.matrix import LoadedMatrix, load_matrix
+from gpuctl.validation import Problem, validate_collecting
+from gpuctl.yamlsrc import FieldPath, SourceMap, load_yaml, parse_yaml
+
+OS_NAMES: dict[str, str] = {
+    "ubuntu-22.04": "ubuntu2204",
+    "ubuntu-24.04": "ubuntu2404",
+    "debian-12": "debian12",
+    "rocky-9": "rhel9",
+    "rhel-9": "rhel9",
+}
+
+_NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+_IFNAME = r"^[A-Za-z0-9_.:-]{1,15}$"
+# Lustre NID: "10.0.0.5@o2ib", "10.0.0.5@tcp1", "192.168.1.2@o2ib0"
+_NID = re.compile(r"^(?P<addr>[0-9.]+)@(?P<net>(tcp|o2ib|kfi|gni)\d*)$")
+# LNet networks: "o2ib0(ib0)", "tcp0(eth0),o2ib1(ib1)"
+_LNET = re.compile(r"^(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\)(,(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\))*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Cluster(_Strict):
+    name: str = Field(pattern=_NAME)
+    sku: str
+    matrix: str
+    os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12", "rocky-9", "rhel-9"]
+
+    @property
+    def os_family(self) -> str:
+        return OS_NAMES[self.os]
+
+
+class Ssh(_Strict):
+    user: str = "root"
+    key: str | None = None
+    port: int = Field(default=22, ge=1, le=65535)
+    known_hosts: str | None = None
+    strict_host_keys: bool = False
+    connect_timeout_s: int = Field(default=10, ge=1, le=300)
+
+
+class Repos(_Strict):
+    mirror: str | None = Field(default=None, description="URL of the cluster's NVIDIA repository mirror")
+    apt_proxy: str | None = Field(default=None, description="HTTP proxy/cache for the OS packages")
+    offline: bool = False
+    keyring_file: str | None = Field(default=None, description="signing key file name at the repo root")
+    keyring_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @field_validator("mirror", "apt_proxy")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^(https?|file)://\S+$", v):
+            raise ValueError("must be an http(s):// or file:// URL")
+        return v
+
+
+class IpoibSettings(_Strict):
+    cidr: ipaddress.IPv4Network
+    mode: Literal["connected", "datagram"] = "datagram"
+    mtu: int | None = Field(default=None, ge=1280, le=65520)
+
+
+class RoceSettings(_Strict):
+    cidr: ipaddress.IPv4Network
+    mtu: int = Field(default=4200, ge=1500, le=9216)
+    gid_index: int | Literal["auto"] = "auto"
+    traffic_class: int = Field(default=106, ge=0, le=255)
+    dscp: int = Field(default=26, ge=0, le=63)
+    pfc_priority: int = Field(default=3, ge=0, le=7)
+    ecn: bool = True
+
+
+class Fabric(_Strict):
+    type: Literal["infiniband", "roce", "none"]
+    rate_gbps: int | None = None
+    hcas_per_node: int = Field(default=0, ge=0, le=16)
+    hcas: list[str] | None = Field(default=None, description="RDMA device names, default mlx5_0…")
+    interfaces: list[str] | None = Field(default=None, description="netdevs, default ib0… for IB")
+    ipoib: IpoibSettings | None = None
+    roce: RoceSettings | None = None
+    soft_roce: bool = Field(default=False, description="lab only: create rdma_rxe devices on the interfaces")
+
+
+class Vlan(_Strict):
+    id: int = Field(ge=1, le=4094)
+    parent: str = Field(pattern=_IFNAME)
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,14}$")
+    cidr: ipaddress.IPv4Network
+    mtu: int | None = Field(default=None, ge=576, le=9216)
+
+
+class Raid(_Strict):
+    level: Literal[0, 1, 10]
+    devices: Literal["auto"] | list[str] = "auto"
+    chunk_kib: int = Field(default=512, ge=4, le=65536)
+    fs: Literal["xfs", "ext4"] = "xfs"
+    mount: str = "/raid"
+    name: str = Field(default="md0", pattern=r"^md[0-9]+$")
+    wipe: list[str] = Field(default_factory=list, description="devices that may be wiped with --allow-wipe")
+
+    @field_validator("mount")
+    @classmethod
+    def _abs(cls, v: str) -> str:
+        if not v.startswith("/") or v in ("/", "/boot", "/usr", "/etc", "/var"):
+            raise ValueError("must be an absolute path that is not a system directory")
+        return v
+
+
+class Lustre(_Strict):
+    mgs_nids: list[str] = Field(min_length=1)
+    fsname: str = Field(pattern=r"^[A-Za-z0-9_-]{1,8}$")
+    mount: str = "/lustre"
+    lnet: str
+    mount_options: str = "flock,_netdev"
+
+
+class Storage(_Strict):
+    raid: Raid | None = None
+    lustre: Lustre | None = None
+
+
+class Rack(_Strict):
+    name: str = Field(pattern=_NAME)
+    power_kw: float = Field(gt=0)
+    cooling: Literal["air", "liquid"] = "air"
+
+
+class Node(_Strict):
+    name: str = Field(pattern=_NAME)
+    address: str
+    ssh_port: int | None = Field(default=None, ge=1, le=65535)
+    rack: str | None = None
+    fabric_ips: list[ipaddress.IPv4Address] = Field(default_factory=list)
+    vlan_ips: dict[int, ipaddress.IPv4Address] = Field(default_factory=dict)
+    cpu_memory_gib: float | None = Field(default=None, gt=0)
+
+    @field_validator("fabric_ips", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+
+class Account(_Strict):
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    ssh_keys: list[str] = Field(min_length=1)
+    sudo: bool = True
+
+
+class Handover(_Strict):
+    accounts: list[Account] = Field(default_factory=list)
+    remove_provider_key: bool = False
+
+
+class ThresholdOverride(Threshold):
+    """A per-cluster threshold that replaces the SKU's; its source says why."""
+
+
+class Inventory(_Strict):
+    cluster: Cluster
+    ssh: Ssh = Ssh()
+    repos: Repos = Repos()
+    fabric: Fabric = Fabric(type="none")
+    vlans: list[Vlan] = Field(default_factory=list)
+    storage: Storage = Storage()
+    racks: list[Rack] = Field(default_factory=list)
+    nodes: list[Node] = Field(min_length=1)
+    thresholds: dict[str, ThresholdOverride] = Field(default_factory=dict)
+    cpu_memory_min_gib: float | None = Field(default=None, gt=0, description="override of the SKU minimum")
+    cpu_memory_source: str | None = None
+    handover: Handover = Handover()
+    lab: dict[str, Any] | None = Field(default=None, description="written by `gpuctl lab up`")
+
+    def select(self, limit: tuple[str, ...] | list[str] = ()) -> list[Node]:
+        """Nodes whose name matches any of the globs (all nodes when none given)."""
+        if not limit:
+            return list(self.nodes)
+        chosen = [n for n in self.nodes if any(fnmatch.fnmatchcase(n.name, p) for p in limit)]
+        if not chosen:
+            raise InputError(f"--limit {' '.join(limit)} matches no node; nodes: "
+                             f"{', '.join(n.name for n in self.nodes)}")
+        return chosen
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise InputError(f"no node named '{name}'; nodes: {', '.join(n.name for n in self.nodes)}")
+
+
+@dataclass
+class LoadedInventory:
+    """A validated inventory with everything resolved from it."""
+
+    inventory: Inventory
+    path: Path
+    smap: SourceMap
+    sku: Sku
+    matrix: LoadedMatrix
+    warnings: list[str] = field(default_factory=list)
+    text: str = ""
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]:
+    out: list[Problem] = []
+
+    def err(path: FieldPath, msg: str) -> None:
+        out.append(Problem(smap.where(path), path, msg))
+
+    def warn(path: FieldPath, msg: str) -> None:
+        out.append(Problem(smap.where(path), path, msg, warning=True))
+
+    # unique names and endpoints
+    names = Counter(n.name for n in inv.nodes)
+    endpoints = Counter((n.address, n.ssh_port or inv.ssh.port) for n in inv.nodes)
+    seen_names: set[str] = set()
+    seen_ep: set[tuple[str, int]] = set()
+    for i, n in enumerate(inv.nodes):
+        if names[n.name] > 1 and n.name in seen_names:
+            err(("nodes", i, "name"), f"duplicate node name '{n.name}'")
+        seen_names.add(n.name)
+        ep = (n.address, n.ssh_port or inv.ssh.port)
+        if endpoints[ep] > 1 and ep in seen_ep:
+            err(("nodes", i, "address"), f"duplicate address {n.address} port {ep[1]} (already used by another node)")
+        seen_ep.add(ep)
+        if not re.match(r"^[A-Za-z0-9.:-]+$", n.address):
+            err(("nodes", i, "address"), f"'{n.address}' is not a host name or IP address")
+
+    # racks
+    rack_names = Counter(r.name for r in inv.racks)
+    for j, r in enumerate(inv.racks):
+        if rack_names[r.name] > 1:
+            err(("racks", j, "name"), f"duplicate rack name '{r.name}'")
+    racks = {r.name: (j, r) for j, r in enumerate(inv.racks)}
+    per_rack: dict[str, list[str]] = defaultdict(list)
+    for i, n in enumerate(inv.nodes):
+        if n.rack is None:
+            if inv.racks:
+                err(("nodes", i), "no rack given; every node needs one of the racks defined under racks")
+            continue
+        if n.rack not in racks:
+            known = ", ".join(racks) or "none defined"
+            err(("nodes", i, "rack"), f"'{n.rack}' is not a rack defined under racks (known: {known})")
+            continue
+        per_rack[n.rack].append(n.name)
+    if sku is not None:
+        kw = sku.node_power_kw.value
+        for rack_name, members in per_rack.items():
+            j, rack = racks[rack_name]
+            total = kw * len(members)
+            if total > rack.power_kw + 1e-9:
+                fits = int(rack.power_kw // kw)
+                err(("racks", j, "power_kw"),
+                    f"rack '{rack_name}' ({rack.cooling}-cooled, {rack.power_kw:g} kW) holds {len(members)} "
+                    f"{sku.name} nodes at {kw:g} kW each = {total:g} kW, over its budget; it fits {fits} "
+                    f"({', '.join(members)}) — move nodes to another rack or raise power_kw "
+                    f"(node power: {sku.node_power_kw.source})")
+
+    # fabric
+    f = inv.fabric
+    health = load_health()
+    if f.type != "none":
+        rates = health.fabric_rates_gbps[f.type].values
+        if f.rate_gbps is None:
+            err(("fabric", "rate_gbps"), f"required for a {f.type} fabric; one of {', '.join(map(str, rates))}")
+        elif f.rate_gbps not in rates:
+            err(("fabric", "rate_gbps"), f"{f.rate_gbps} is not a known {f.type} rate "
+                                         f"({', '.join(map(str, rates))} Gb/s)")
+        elif sku is not None and (expected := sku.fabric_rate_gbps(f.type)) and f.rate_gbps < expected:
+            warn(("fabric", "rate_gbps"), f"{f.rate_gbps} Gb/s is below the {sku.name} reference {expected:g} Gb/s")
+        if f.hcas_per_node < 1:
+            err(("fabric", "hcas_per_node"), f"a {f.type} fabric needs at least one HCA per node")
+        if f.hcas is not None and len(f.hcas) != f.hcas_per_node:
+            err(("fabric", "hcas"), f"lists {len(f.hcas)} devices, hcas_per_node is {f.hcas_per_node}")
+        if f.interfaces is not None and len(f.interfaces) != f.hcas_per_node:
+            err(("fabric", "interfaces"), f"lists {len(f.interfaces)} interfaces, hcas_per_node is {f.hcas_per_node}")
+        if f.type == "roce" and f.interfaces is None:
+            err(("fabric", "interfaces"), "RoCE needs the Ethernet interface names (e.g. [ens1f0np0, …])")
+        if f.type == "roce" and f.ipoib is not None:
+            err(("fabric", "ipoib"), "IPoIB settings on a RoCE fabric; use fabric.roce")
+        if f.type == "infiniband" and f.roce is not None:
+            err(("fabric", "roce"), "RoCE settings on an InfiniBand fabric; use fabric.ipoib")
+    net = (f.ipoib.cidr if f.ipoib else None) or (f.roce.cidr if f.roce else None)
+    fab_seen: dict[ipaddress.IPv4Address, str] = {}
+    for i, n in enumerate(inv.nodes):
+        if not n.fabric_ips:
+            continue
+        if net is None:
+            err(("nodes", i, "fabric_ips"), "fabric addresses given but the fabric defines no ipoib/roce cidr")
+            continue
+        if len(n.fabric_ips) > max(f.hcas_per_node, 1):
+            err(("nodes", i, "fabric_ips"), f"{len(n.fabric_ips)} addresses for {f.hcas_per_node} HCAs")
+        for k, ip in enumerate(n.fabric_ips):
+            if ip not in net:
+                err(("nodes", i, "fabric_ips", k), f"{ip} is outside the fabric network {net}")
+            if ip in fab_seen:
+                err(("nodes", i, "fabric_ips", k), f"{ip} is already used by {fab_seen[ip]}")
+            fab_seen[ip] = n.name
+
+    # VLANs
+    ids = Counter(v.id for v in inv.vlans)
+    vnames = Counter(v.name for v in inv.vlans)
+    vlans = {v.id: (j, v) for j, v in enumerate(inv.vlans)}
+    for j, v in enumerate(inv.vlans):
+        if ids[v.id] > 1:
+            err(("vlans", j, "id"), f"VLAN id {v.id} is defined more than once")
+        if vnames[v.name] > 1:
+            err(("vlans", j, "name"), f"VLAN name '{v.name}' is defined more than once")
+    vlan_seen: dict[ipaddress.IPv4Address, str] = {}
+    for i, n in enumerate(inv.nodes):
+        for vid, ip in n.vlan_ips.items():
+            if vid not in vlans:
+                err(("nodes", i, "vlan_ips", vid), f"VLAN {vid} is not defined under vlans")
+                continue
+            cidr = vlans[vid][1].cidr
+            if ip not in cidr:
+                err(("nodes", i, "vlan_ips", vid), f"{ip} is outside VLAN {vid}'s network {cidr}")
+            if ip in vlan_seen:
+                err(("nodes", i, "vlan_ips", vid), f"{ip} is already used by {vlan_seen[ip]}")
+            vlan_seen[ip] = n.name
+    for j, v in enumerate(inv.vlans):
+        missing = [n.name for n in inv.nodes if v.id not in n.vlan_ips]
+        if missing and len(missing) < len(inv.nodes):
+            warn(("vlans", j), f"VLAN {v.id} has no address on {', '.join(missing)}")
+
+    # storage
+    raid = inv.storage.raid
+    if raid is not None:
+        if isinstance(raid.devices, list):
+            counts = Counter(raid.devices)
+            for k, d in enumerate(raid.devices):
+                if not re.match(r"^/dev/(nvme\d+n\d+|disk/by-[a-z-]+/\S+)$", d):
+                    err(("storage", "raid", "devices", k),
+                        f"'{d}' is not an NVMe namespace path (/dev/nvmeXnY or /dev/disk/by-id/…)")
+                if counts[d] > 1:
+                    err(("storage", "raid", "devices", k), f"'{d}' is listed twice")
+            n_dev = len(raid.devices)
+            need = {0: 1, 1: 2, 10: 4}[raid.level]
+            if n_dev < need:
+                err(("storage", "raid", "devices"), f"RAID{raid.level} needs at least {need} devices, {n_dev} listed")
+            if raid.level == 10 and n_dev % 2:
+                err(("storage", "raid", "devices"), "RAID10 needs an even number of devices")
+            for k, w in enumerate(raid.wipe):
+                if w not in raid.devices:
+                    err(("storage", "raid", "wipe", k), f"'{w}' is not one of the RAID devices")
+        else:
+            for k, w in enumerate(raid.wipe):
+                err(("storage", "raid", "wipe", k),
+                    f"'{w}': wipe needs an explicit device list (devices: auto never wipes anything)")
+    lustre = inv.storage.lustre
+    if lustre is not None:
+        for k, nid in enumerate(lustre.mgs_nids):
+            m = _NID.match(nid)
+            if not m:
+                err(("storage", "lustre", "mgs_nids", k), f"'{nid}' is not a Lustre NID like 10.0.0.5@o2ib")
+                continue
+            try:
+                ipaddress.IPv4Address(m.group("addr"))
+            except ValueError:
+                err(("storage", "lustre", "mgs_nids", k), f"'{m.group('addr')}' in '{nid}' is not an IPv4 address")
+        if not _LNET.match(lustre.lnet):
+            err(("storage", "lustre", "lnet"), f"'{lustre.lnet}' is not an LNet networks string like o2ib0(ib0)")
+        if raid is not None and lustre.mount == raid.mount:
+            err(("storage", "lustre", "mount"), f"same mount point as the RAID ({raid.mount})")
+
+    # thresholds
+    for key in inv.thresholds:
+        if key not in THRESHOLD_NAMES:
+            import difflib
+
+            near = difflib.get_close_matches(key, THRESHOLD_NAMES, n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else f"; known: {', '.join(THRESHOLD_NAMES)}"
+            err(("thresholds", key), f"unknown threshold '{key}'{hint}")
+
+    # CPU memory
+    if sku is not None:
+        floor = inv.cpu_memory_min_gib or sku.min_cpu_memory_gib.value
+        for i, n in enumerate(inv.nodes):
+            if n.cpu_memory_gib is not None and n.cpu_memory_gib < floor:
+                warn(("nodes", i, "cpu_memory_gib"),
+                     f"{n.cpu_memory_gib:g} GiB is below the {sku.name} minimum of {floor:g} GiB")
+    if inv.cpu_memory_min_gib is not None and not inv.cpu_memory_source:
+        err(("cpu_memory_min_gib",), "an override needs cpu_memory_source saying why")
+    return out
+
+
+def validate_inventory_data(data: Any, smap: SourceMap, base_dir: Path) -> LoadedInventory:
+    """Schema + semantic validation of already-parsed data (used by tests and lab)."""
+    model, problems = validate_collecting(Inventory, data, smap, "inventory")
+    if model is None:
+        raise InputError(f"{smap.file}: {len(problems)} problem(s) in this inventory", [str(p) for p in problems])
+    inv = model
+    sku: Sku | None = None
+    try:
+        sku = load_sku(inv.cluster.sku)
+    except InputError as exc:
+        problems.append(Problem(smap.where(("cluster", "sku")), ("cluster", "sku"), str(exc)))
+    matrix: LoadedMatrix | None = None
+    try:
+        matrix = load_matrix(inv.cluster.matrix, relative_to=base_dir)
+    except InputError as exc:
+        problems.append(Problem(smap.where(("cluster", "matrix")), ("cluster", "matrix"), str(exc)))
+    if matrix is not None and inv.cluster.os_family not in matrix.matrix.packages:
+        problems.append(Problem(smap.where(("cluster", "os")), ("cluster", "os"),
+                                f"matrix {matrix.matrix.name} has no packages for {inv.cluster.os} "
+                                f"(has: {', '.join(matrix.matrix.packages)})"))
+    problems += _semantic(inv, smap, sku)
+    errors = [str(p) for p in problems if not p.warning]
+    warnings = [str(p) for p in problems if p.warning]
+    if errors:
+        raise InputError(f"{smap.file}: {len(errors)} problem(s) in this inventory", errors + warnings)
+    assert sku is not None and matrix is not None
+    return LoadedInventory(inv, Path(smap.file), smap, sku, matrix, warnings)
+
+
+def load_inventory(path: str | Path) -> LoadedInventory:
+    """Read, validate and resolve an inventory file; InputError lists every problem."""
+    p = Path(path)
+    data, smap = load_yaml(p)
+    loaded = validate_inventory_data(data, smap, p.resolve().parent)
+    loaded.path = p
+    loaded.text = p.read_text(encoding="utf-8")
+    return loaded
+
+
+def load_inventory_text(text: str, name: str = "<inventory>", base_dir: Path | None = None) -> LoadedInventory:
+    data, smap = parse_yaml(text, name)
+    loaded = validate_inventory_data(data, smap, base_dir or Path.cwd())
+    loaded.text = text
+    return loaded

@@ -1,0 +1,307 @@
+"""Matrix compatibility rules, run before any host is touched.
+
+Each rule is a small function `(ctx) -> list[RuleResult]` registered in `RULES`; the
+facts it compares against (CUDA's minimum driver, NCCL builds, …) come from
+`catalog/compat.yaml`, each with its source. `check_matrix` runs every rule and
+returns every result, passing ones included, so `gpuctl matrix check` can print the
+whole picture.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuctl.catalog import Sku
+from gpuctl.matrix import OS_FAMILIES, Matrix
+from gpuctl.paths import catalog_dir
+from gpuctl.validation import validate_document
+from gpuctl.yamlsrc import load_yaml
+
+Status = Literal["pass", "fail", "warn", "n/a"]
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    rule: str
+    status: Status
+    reason: str
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source: str
+
+
+class _CudaMinDriver(_Table):
+    versions: dict[str, str]
+
+
+class _DriverCudaMajor(_Table):
+    first_branch_of_major: dict[str, int]
+
+
+class _NcclBuilds(_Table):
+    builds: dict[str, tuple[str, ...]]
+
+
+class _CcCuda(_Table):
+    first_cuda: dict[str, str]
+    last_cuda: dict[str, str]
+
+
+class _OfedOs(_Table):
+    mlnx: dict[str, tuple[str, ...]]
+    doca: dict[str, tuple[str, ...]]
+
+
+class _Eol(_Table):
+    dates: dict[str, dt.date]
+
+
+class Compat(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    cuda_min_driver: _CudaMinDriver
+    driver_cuda_major: _DriverCudaMajor
+    nccl_builds: _NcclBuilds
+    compute_capability_cuda: _CcCuda
+    ofed_os_support: _OfedOs
+    branch_eol: _Eol
+
+
+@cache
+def load_compat() -> Compat:
+    data, smap = load_yaml(catalog_dir() / "compat.yaml")
+    return validate_document(Compat, data, smap, "compatibility table")
+
+
+def version_key(v: str) -> tuple[int, ...]:
+    """'570.133.20' → (570, 133, 20); non-numeric parts are dropped."""
+    out = []
+    for part in v.split(":")[-1].split("-")[0].split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    matrix: Matrix
+    compat: Compat
+    sku: Sku | None
+    os_families: tuple[str, ...]
+    today: dt.date
+
+
+Rule = Callable[[RuleContext], list[RuleResult]]
+RULES: dict[str, Rule] = {}
+
+
+def rule(name: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        RULES[name] = fn
+        return fn
+
+    return register
+
+
+def _r(name: str, ok: bool, good: str, bad: str, warn: bool = False) -> list[RuleResult]:
+    if ok:
+        return [RuleResult(name, "pass", good)]
+    return [RuleResult(name, "warn" if warn else "fail", bad)]
+
+
+@rule("cuda-min-driver")
+def _cuda_min_driver(c: RuleContext) -> list[RuleResult]:
+    need = c.compat.cuda_min_driver.versions.get(c.matrix.cuda.version)
+    if need is None:
+        return [RuleResult("cuda-min-driver", "fail", f"CUDA {c.matrix.cuda.version} is not in the compatibility table")]
+    have = c.matrix.driver.version
+    return _r(
+        "cuda-min-driver",
+        version_key(have) >= version_key(need),
+        f"driver {have} >= {need}, the minimum for CUDA {c.matrix.cuda.version}",
+        f"CUDA {c.matrix.cuda.version} needs driver >= {need}, matrix pins {have} "
+        f"({c.compat.cuda_min_driver.source})",
+    )
+
+
+@rule("driver-branch")
+def _driver_branch(c: RuleContext) -> list[RuleResult]:
+    d = c.matrix.driver
+    return _r("driver-branch", d.version.split(".")[0] == d.branch,
+              f"driver {d.version} is on branch R{d.branch}",
+              f"driver {d.version} is not on the declared branch R{d.branch}")
+
+
+@rule("fabricmanager-equals-driver")
+def _fm_equals_driver(c: RuleContext) -> list[RuleResult]:
+    drv, fm = c.matrix.driver.version, c.matrix.fabricmanager.version
+    out = _r("fabricmanager-equals-driver", fm == drv,
+             f"fabric manager {fm} == driver {drv}",
+             f"fabric manager {fm} != driver {drv}: they must be identical (a mismatch stops NVSwitch systems)")
+    for os_family in c.os_families:
+        driver_pkgs = c.matrix.packages_for(os_family, "driver")
+        for pkg in c.matrix.packages_for(os_family, "fabricmanager"):
+            if pkg.upstream != drv:
+                out.append(RuleResult(
+                    "fabricmanager-equals-driver", "fail",
+                    f"{os_family}: {pkg.pin} is not at the driver version {drv}"))
+        for pkg in driver_pkgs:
+            if pkg.upstream != drv:
+                out.append(RuleResult("fabricmanager-equals-driver", "fail",
+                                      f"{os_family}: driver package {pkg.pin} is not at {drv}"))
+    return out
+
+
+@rule("nccl-build-for-cuda")
+def _nccl_build(c: RuleContext) -> list[RuleResult]:
+    n, cuda = c.matrix.nccl, c.matrix.cuda.version
+    builds = c.compat.nccl_builds.builds.get(n.version)
+    if builds is None:
+        return [RuleResult("nccl-build-for-cuda", "fail", f"NCCL {n.version} is not in the NCCL build table")]
+    out = _r("nccl-build-for-cuda", cuda in builds and n.cuda == cuda,
+             f"NCCL {n.version}+cuda{cuda} exists",
+             f"NCCL {n.version} has builds for CUDA {', '.join(builds)}, not for {cuda} "
+             f"(matrix says +cuda{n.cuda}; {c.compat.nccl_builds.source})")
+    for os_family in c.os_families:
+        for pkg in c.matrix.packages_for(os_family, "nccl"):
+            if not pkg.version.endswith(f"+cuda{cuda}") or not pkg.version.startswith(n.version):
+                out.append(RuleResult("nccl-build-for-cuda", "fail",
+                                      f"{os_family}: {pkg.pin} is not the {n.version} +cuda{cuda} build"))
+    return out
+
+
+@rule("cudnn-cuda-major")
+def _cudnn(c: RuleContext) -> list[RuleResult]:
+    major = c.matrix.cuda.major
+    out = _r("cudnn-cuda-major", c.matrix.cudnn.cuda_major == major,
+             f"cuDNN {c.matrix.cudnn.version} is built for CUDA {major}",
+             f"cuDNN {c.matrix.cudnn.version} is built for CUDA {c.matrix.cudnn.cuda_major}, toolkit is CUDA {major}")
+    for os_family in c.os_families:
+        for pkg in c.matrix.packages_for(os_family, "cudnn"):
+            if not pkg.name.endswith(f"cuda-{major}"):
+                out.append(RuleResult("cudnn-cuda-major", "fail",
+                                      f"{os_family}: {pkg.name} is not a CUDA {major} build of cuDNN"))
+    return out
+
+
+@rule("gpu-arch-supported")
+def _arch(c: RuleContext) -> list[RuleResult]:
+    if c.sku is None:
+        return [RuleResult("gpu-arch-supported", "n/a", "no SKU given (--sku)")]
+    cc = c.sku.gpu.compute_capability
+    first = c.compat.compute_capability_cuda.first_cuda.get(cc)
+    if first is None:
+        return [RuleResult("gpu-arch-supported", "fail", f"compute capability {cc} unknown to the table")]
+    last = c.compat.compute_capability_cuda.last_cuda.get(cc)
+    cuda = c.matrix.cuda.version
+    ok = version_key(cuda) >= version_key(first) and (last is None or version_key(cuda) <= version_key(last))
+    return _r("gpu-arch-supported", ok,
+              f"{c.sku.gpu.model} (sm_{cc.replace('.', '')}) is supported by CUDA {cuda}",
+              f"{c.sku.gpu.model} (compute capability {cc}) needs CUDA >= {first}, matrix has {cuda}")
+
+
+@rule("open-modules-blackwell")
+def _open_modules(c: RuleContext) -> list[RuleResult]:
+    if c.sku is None:
+        return [RuleResult("open-modules-blackwell", "n/a", "no SKU given (--sku)")]
+    if c.sku.gpu.architecture != "blackwell":
+        return [RuleResult("open-modules-blackwell", "n/a", f"{c.sku.gpu.architecture} GPUs run either flavour")]
+    return _r("open-modules-blackwell", c.matrix.driver.flavour == "open",
+              "Blackwell with open kernel modules",
+              "Blackwell GPUs require the open kernel modules; matrix pins the proprietary flavour")
+
+
+@rule("dcgm-cuda-flavour")
+def _dcgm(c: RuleContext) -> list[RuleResult]:
+    branch = int(c.matrix.driver.branch)
+    majors = c.compat.driver_cuda_major.first_branch_of_major
+    driver_major = max((int(m) for m, b in majors.items() if branch >= b), default=0)
+    out = _r("dcgm-cuda-flavour", c.matrix.dcgm.cuda_major == driver_major,
+             f"DCGM cuda{c.matrix.dcgm.cuda_major} flavour matches driver R{branch} (CUDA {driver_major})",
+             f"DCGM cuda{c.matrix.dcgm.cuda_major} flavour does not match driver R{branch}, "
+             f"whose CUDA major is {driver_major}")
+    for os_family in c.os_families:
+        for pkg in c.matrix.packages_for(os_family, "dcgm"):
+            if "-cuda" in pkg.name and not pkg.name.endswith(f"-cuda{c.matrix.dcgm.cuda_major}"):
+                out.append(RuleResult("dcgm-cuda-flavour", "fail",
+                                      f"{os_family}: {pkg.name} is not the cuda{c.matrix.dcgm.cuda_major} flavour"))
+    return out
+
+
+@rule("gds-requires-ofed")
+def _gds(c: RuleContext) -> list[RuleResult]:
+    if c.matrix.gds is None:
+        return [RuleResult("gds-requires-ofed", "n/a", "matrix pins no GDS")]
+    return _r("gds-requires-ofed", not c.matrix.gds.requires_ofed or c.matrix.ofed is not None,
+              "GDS with OFED pinned", "GDS (nvidia-fs) needs OFED/DOCA-OFED, and the matrix pins none")
+
+
+@rule("ofed-supports-os")
+def _ofed_os(c: RuleContext) -> list[RuleResult]:
+    o = c.matrix.ofed
+    if o is None:
+        return [RuleResult("ofed-supports-os", "n/a", "matrix pins no OFED")]
+    table = c.compat.ofed_os_support.doca if o.kind == "doca" else c.compat.ofed_os_support.mlnx
+    supported = table.get(o.series)
+    if supported is None:
+        return [RuleResult("ofed-supports-os", "fail", f"{o.kind.upper()}-OFED {o.series} is not in the support table")]
+    out = []
+    for os_family in c.os_families:
+        out += _r("ofed-supports-os", os_family in supported,
+                  f"{o.kind.upper()}-OFED {o.version} supports {os_family}",
+                  f"{o.kind.upper()}-OFED {o.version} does not support {os_family} "
+                  f"(supported: {', '.join(supported)})")
+    return out
+
+
+@rule("packages-pinned")
+def _pinned(c: RuleContext) -> list[RuleResult]:
+    out = []
+    for os_family in c.os_families:
+        comps = c.matrix.packages.get(os_family)  # type: ignore[call-overload]
+        if not comps:
+            out.append(RuleResult("packages-pinned", "fail", f"no packages listed for {os_family}"))
+            continue
+        for comp in ("driver", "cuda", "cudnn", "nccl", "dcgm"):
+            if not comps.get(comp):
+                out.append(RuleResult("packages-pinned", "fail", f"{os_family}: component {comp} lists no package"))
+        if not out:
+            out.append(RuleResult("packages-pinned", "pass", f"{os_family}: every package pinned exactly"))
+    return out
+
+
+@rule("branch-end-of-life")
+def _eol(c: RuleContext) -> list[RuleResult]:
+    eol = c.compat.branch_eol.dates.get(c.matrix.driver.branch)
+    if eol is None:
+        return [RuleResult("branch-end-of-life", "warn", f"no end-of-life date known for R{c.matrix.driver.branch}")]
+    return _r("branch-end-of-life", c.today <= eol,
+              f"R{c.matrix.driver.branch} supported until {eol}",
+              f"R{c.matrix.driver.branch} reached end of life on {eol}: plan a move to a supported branch",
+              warn=True)
+
+
+def check_matrix(
+    matrix: Matrix,
+    sku: Sku | None = None,
+    os_families: tuple[str, ...] | None = None,
+    today: dt.date | None = None,
+) -> list[RuleResult]:
+    """Run every rule; return every result (pass, warn, fail, n/a)."""
+    families = os_families or tuple(f for f in OS_FAMILIES if f in matrix.packages)
+    ctx = RuleContext(matrix, load_compat(), sku, families, today or dt.date.today())
+    results: list[RuleResult] = []
+    for fn in RULES.values():
+        results.extend(fn(ctx))
+    return results
+
+
+def failures(results: list[RuleResult]) -> list[RuleResult]:
+    return [r for r in results if r.status == "fail"]

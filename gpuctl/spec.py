@@ -1,0 +1,391 @@
+"""NodeSpec: the single source of truth for what one host must look like.
+
+`resolve(loaded_inventory)` combines the inventory, its pinned matrix, the SKU catalog
+and the host's OS family into one frozen `NodeSpec` per node: exact packages per
+component (with holds), services, kernel modules, kernel command line, sysctl, files to
+render, fabric and VLAN addressing, RAID, Lustre, nccl.conf, the hardware the node
+must have and the effective acceptance thresholds. Roles install exactly this; checks
+verify exactly this; nothing downstream computes a version.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuctl.catalog import Threshold
+from gpuctl.errors import InputError
+from gpuctl.inventory import LoadedInventory, Node
+from gpuctl.matrix import Package
+from gpuctl.paths import catalog_dir
+from gpuctl.rules import check_matrix, failures
+from gpuctl.yamlsrc import load_yaml
+
+# Provision order (design.md). A role is skipped on a node when its spec says so.
+ROLE_ORDER: tuple[str, ...] = (
+    "base", "nvidia_repo", "nvidia_driver", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm",
+    "ofed", "peermem", "gds", "network", "nvme_raid", "lustre_client", "bench_tools",
+)
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ComponentSpec(_Spec):
+    """One matrix component on this host: its packages, pinned and held, or why not."""
+
+    name: str
+    version: str
+    packages: tuple[Package, ...]
+    enabled: bool = True
+    reason: str = ""
+
+
+class ServiceSpec(_Spec):
+    name: str
+    component: str
+    enabled: bool = True
+    running: bool = True
+
+
+class ModuleSpec(_Spec):
+    name: str
+    component: str
+    version: str | None = None
+
+
+class RepoSpec(_Spec):
+    url: str
+    keyring_url: str
+    keyring_sha256: str | None
+    keyring_path: str
+    origin: str
+    apt_proxy: str | None
+    offline: bool
+    source: str
+
+
+class HardwareSpec(_Spec):
+    gpu_count: int
+    gpu_model: str
+    gpu_pci_ids: tuple[str, ...]
+    gpu_memory_mib: int
+    compute_capability: str
+    pcie_generation: int
+    pcie_width: int
+    nvlink_topo_code: str | None
+    nvswitch: bool
+    nvme_count: int
+    min_cpu_memory_gib: float
+    min_cpu_memory_source: str
+    fabric_rate_gbps: int | None
+
+
+class FabricPort(_Spec):
+    hca: str
+    interface: str
+    address: str | None  # "192.168.1.11/16"
+
+
+class FabricSpec(_Spec):
+    type: Literal["infiniband", "roce", "none"]
+    rate_gbps: int | None
+    link_layer: Literal["InfiniBand", "Ethernet"] | None
+    ports: tuple[FabricPort, ...]
+    mtu: int | None
+    ipoib_mode: Literal["connected", "datagram"] | None = None
+    roce_gid_index: int | Literal["auto"] | None = None
+    roce_traffic_class: int | None = None
+    roce_dscp: int | None = None
+    roce_pfc_priority: int | None = None
+    roce_ecn: bool | None = None
+    soft_roce: bool = False
+
+
+class VlanSpec(_Spec):
+    id: int
+    name: str
+    parent: str
+    interface: str  # "eth1.100"
+    address: str | None  # "10.100.0.11/24"
+    mtu: int | None
+
+
+class RaidSpec(_Spec):
+    level: int
+    devices: Literal["auto"] | tuple[str, ...]
+    chunk_kib: int
+    fs: str
+    mount: str
+    name: str
+    wipe: tuple[str, ...]
+    expected_members: int
+
+
+class LustreSpec(_Spec):
+    mgs_nids: tuple[str, ...]
+    fsname: str
+    mount: str
+    lnet: str
+    mount_options: str
+
+    @property
+    def source(self) -> str:
+        return ":".join(self.mgs_nids) + f":/{self.fsname}"
+
+
+class NodeSpec(_Spec):
+    cluster: str
+    node: str
+    address: str
+    ssh_port: int
+    ssh_user: str
+    os: str
+    os_family: str
+    package_manager: Literal["apt", "dnf"]
+    sku: str
+    matrix: str
+    driver_version: str
+    driver_branch: str
+    driver_flavour: str
+    components: dict[str, ComponentSpec]
+    services: tuple[ServiceSpec, ...]
+    kernel_modules: tuple[ModuleSpec, ...]
+    kernel_cmdline: tuple[str, ...]
+    blacklisted_modules: tuple[str, ...]
+    sysctl: dict[str, str]
+    repo: RepoSpec
+    hardware: HardwareSpec
+    fabric: FabricSpec
+    vlans: tuple[VlanSpec, ...]
+    raid: RaidSpec | None
+    lustre: LustreSpec | None
+    nccl_conf: dict[str, str]
+    thresholds: dict[str, Threshold]
+    roles: dict[str, str]  # role → "" when it runs here, else why it is skipped
+
+    def pins(self, component: str) -> list[str]:
+        c = self.components.get(component)
+        return [p.pin for p in c.packages] if c and c.enabled else []
+
+    def all_packages(self) -> list[Package]:
+        return [p for c in self.components.values() if c.enabled for p in c.packages]
+
+
+@cache
+def _repos_catalog() -> dict[str, Any]:
+    data, _ = load_yaml(catalog_dir() / "repos.yaml")
+    return data["nvidia_cuda"]
+
+
+def _repo(loaded: LoadedInventory) -> RepoSpec:
+    cat = _repos_catalog()
+    inv = loaded.inventory
+    fam = inv.cluster.os_family
+    base = (inv.repos.mirror or cat["base_url"]).rstrip("/")
+    url = f"{base}/{cat['path'].format(distro=fam)}"
+    key = cat["keys"][fam]
+    key_file = inv.repos.keyring_file or key["file"]
+    sha = inv.repos.keyring_sha256 or (None if inv.repos.mirror else key["sha256"])
+    host = base.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+    return RepoSpec(
+        url=url,
+        keyring_url=url + key_file,
+        keyring_sha256=sha,
+        keyring_path="/usr/share/keyrings/gpuctl-nvidia-cuda.gpg",
+        origin=host,
+        apt_proxy=inv.repos.apt_proxy,
+        offline=inv.repos.offline,
+        source=key["source"] if not inv.repos.keyring_sha256 else "inventory repos.keyring_sha256",
+    )
+
+
+def _fabric(loaded: LoadedInventory, node: Node) -> FabricSpec:
+    f = loaded.inventory.fabric
+    if f.type == "none":
+        return FabricSpec(type="none", rate_gbps=None, link_layer=None, ports=(), mtu=None)
+    n = f.hcas_per_node
+    hcas = f.hcas or [f"mlx5_{i}" for i in range(n)]
+    ifaces = f.interfaces or [f"ib{i}" for i in range(n)]
+    settings = f.ipoib or f.roce
+    prefix = settings.cidr.prefixlen if settings else None
+    ports = tuple(
+        FabricPort(
+            hca=hcas[i],
+            interface=ifaces[i],
+            address=f"{node.fabric_ips[i]}/{prefix}" if i < len(node.fabric_ips) and prefix else None,
+        )
+        for i in range(n)
+    )
+    if f.type == "infiniband":
+        mode = f.ipoib.mode if f.ipoib else "datagram"
+        mtu = (f.ipoib.mtu if f.ipoib and f.ipoib.mtu else (65520 if mode == "connected" else 4092))
+        return FabricSpec(type="infiniband", rate_gbps=f.rate_gbps, link_layer="InfiniBand", ports=ports,
+                          mtu=mtu, ipoib_mode=mode)
+    r = f.roce
+    return FabricSpec(
+        type="roce", rate_gbps=f.rate_gbps, link_layer="Ethernet", ports=ports,
+        mtu=r.mtu if r else 4200, roce_gid_index=r.gid_index if r else "auto",
+        roce_traffic_class=r.traffic_class if r else 106, roce_dscp=r.dscp if r else 26,
+        roce_pfc_priority=r.pfc_priority if r else 3, roce_ecn=r.ecn if r else True, soft_roce=f.soft_roce,
+    )
+
+
+def _nccl_conf(fabric: FabricSpec, vlans: tuple[VlanSpec, ...], mgmt_hint: str | None) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    if fabric.type == "none":
+        return conf
+    conf["NCCL_IB_HCA"] = ",".join(f"={p.hca}" for p in fabric.ports)
+    socket_if = [p.interface for p in fabric.ports if p.address] or [p.interface for p in fabric.ports]
+    conf["NCCL_SOCKET_IFNAME"] = ",".join(f"={i}" for i in socket_if)
+    if fabric.type == "roce":
+        if isinstance(fabric.roce_gid_index, int):
+            conf["NCCL_IB_GID_INDEX"] = str(fabric.roce_gid_index)
+        conf["NCCL_IB_TC"] = str(fabric.roce_traffic_class)
+    else:
+        conf["NCCL_IB_SL"] = "0"
+    return conf
+
+
+def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
+    inv, sku, matrix = loaded.inventory, loaded.sku, loaded.matrix.matrix
+    fam = inv.cluster.os_family
+    nvswitch = sku.nvlink.nvswitch
+    fabric = _fabric(loaded, node)
+    has_fabric = fabric.type != "none"
+    lustre = inv.storage.lustre
+
+    def comp(name: str, version: str, enabled: bool = True, reason: str = "") -> ComponentSpec:
+        return ComponentSpec(name=name, version=version, packages=matrix.packages_for(fam, name),
+                             enabled=enabled, reason=reason)
+
+    components = {
+        "driver": comp("driver", matrix.driver.version),
+        "persistenced": comp("persistenced", matrix.driver.version),
+        "fabricmanager": comp("fabricmanager", matrix.fabricmanager.version, nvswitch,
+                              "" if nvswitch else f"{sku.name} has no NVSwitch"),
+        "cuda": comp("cuda", matrix.cuda.full_version),
+        "cudnn": comp("cudnn", matrix.cudnn.version),
+        "nccl": comp("nccl", f"{matrix.nccl.version}+cuda{matrix.nccl.cuda}"),
+        "dcgm": comp("dcgm", matrix.dcgm.version),
+    }
+    ofed_on = matrix.ofed is not None and has_fabric
+    components["ofed"] = comp("ofed", matrix.ofed.version if matrix.ofed else "", ofed_on,
+                              "" if ofed_on else ("no fabric in the inventory" if not has_fabric else "matrix pins no OFED"))
+    gds_on = matrix.gds is not None and ofed_on
+    components["gds"] = comp("gds", matrix.gds.version if matrix.gds else "", gds_on,
+                             "" if gds_on else "GDS needs OFED on a fabric")
+    lustre_on = lustre is not None and matrix.lustre is not None
+    components["lustre"] = comp("lustre", matrix.lustre.version if matrix.lustre else "", lustre_on,
+                                "" if lustre_on else "no Lustre in the inventory")
+    for c in components.values():
+        if c.enabled and not c.packages:
+            raise InputError(f"matrix {matrix.name} lists no {fam} packages for component {c.name}")
+
+    services = [
+        ServiceSpec(name="nvidia-persistenced", component="persistenced"),
+        ServiceSpec(name="nvidia-dcgm", component="dcgm"),
+    ]
+    if nvswitch:
+        services.append(ServiceSpec(name="nvidia-fabricmanager", component="fabricmanager"))
+    modules = [
+        ModuleSpec(name="nvidia", component="driver", version=matrix.driver.version),
+        ModuleSpec(name="nvidia_uvm", component="driver"),
+    ]
+    if ofed_on:
+        modules.append(ModuleSpec(name="nvidia_peermem", component="peermem"))
+    if gds_on:
+        modules.append(ModuleSpec(name="nvidia_fs", component="gds"))
+    if fabric.soft_roce:
+        modules.append(ModuleSpec(name="rdma_rxe", component="network"))
+    if inv.vlans:
+        modules.append(ModuleSpec(name="8021q", component="network"))
+
+    vlans = tuple(
+        VlanSpec(
+            id=v.id, name=v.name, parent=v.parent, interface=f"{v.parent}.{v.id}",
+            address=f"{node.vlan_ips[v.id]}/{v.cidr.prefixlen}" if v.id in node.vlan_ips else None,
+            mtu=v.mtu,
+        )
+        for v in inv.vlans
+    )
+    raid = None
+    if inv.storage.raid is not None:
+        r = inv.storage.raid
+        raid = RaidSpec(
+            level=r.level, devices=r.devices if r.devices == "auto" else tuple(r.devices),
+            chunk_kib=r.chunk_kib, fs=r.fs, mount=r.mount, name=r.name, wipe=tuple(r.wipe),
+            expected_members=len(r.devices) if isinstance(r.devices, list) else int(sku.nvme_count.value),
+        )
+    lustre_spec = None
+    if lustre is not None:
+        lustre_spec = LustreSpec(mgs_nids=tuple(lustre.mgs_nids), fsname=lustre.fsname, mount=lustre.mount,
+                                 lnet=lustre.lnet, mount_options=lustre.mount_options)
+
+    thresholds = dict(sku.thresholds)
+    for key, override in inv.thresholds.items():
+        thresholds[key] = Threshold(**{**override.model_dump(), "source": f"inventory override: {override.source}"})
+
+    min_mem = inv.cpu_memory_min_gib or sku.min_cpu_memory_gib.value
+    min_mem_src = (f"inventory override: {inv.cpu_memory_source}" if inv.cpu_memory_min_gib
+                   else sku.min_cpu_memory_gib.source)
+    hardware = HardwareSpec(
+        gpu_count=sku.gpu.count, gpu_model=sku.gpu.model, gpu_pci_ids=sku.gpu.pci_ids,
+        gpu_memory_mib=sku.gpu.memory_mib, compute_capability=sku.gpu.compute_capability,
+        pcie_generation=sku.pcie.generation, pcie_width=sku.pcie.width,
+        nvlink_topo_code=sku.nvlink.topo_code, nvswitch=nvswitch,
+        nvme_count=int(sku.nvme_count.value), min_cpu_memory_gib=min_mem, min_cpu_memory_source=min_mem_src,
+        fabric_rate_gbps=fabric.rate_gbps,
+    )
+    roles = {
+        "base": "", "nvidia_repo": "", "nvidia_driver": "",
+        "fabricmanager": components["fabricmanager"].reason,
+        "cuda": "", "cudnn": "", "nccl": "", "dcgm": "",
+        "ofed": components["ofed"].reason,
+        "peermem": "" if ofed_on else "nvidia-peermem needs OFED on a fabric",
+        "gds": components["gds"].reason,
+        "network": "" if (has_fabric or vlans) else "no fabric and no VLANs in the inventory",
+        "nvme_raid": "" if raid else "no storage.raid in the inventory",
+        "lustre_client": components["lustre"].reason,
+        "bench_tools": "",
+    }
+    return NodeSpec(
+        cluster=inv.cluster.name, node=node.name, address=node.address,
+        ssh_port=node.ssh_port or inv.ssh.port, ssh_user=inv.ssh.user,
+        os=inv.cluster.os, os_family=fam, package_manager="dnf" if fam == "rhel9" else "apt",
+        sku=sku.name, matrix=matrix.name, driver_version=matrix.driver.version,
+        driver_branch=matrix.driver.branch, driver_flavour=matrix.driver.flavour,
+        components=components, services=tuple(services), kernel_modules=tuple(modules),
+        kernel_cmdline=("iommu=pt",) if sku.gpu.count > 1 else ("iommu=pt",),
+        blacklisted_modules=("nouveau",),
+        sysctl={"vm.max_map_count": "1048576", "net.core.rmem_max": "134217728",
+                "net.core.wmem_max": "134217728", "kernel.numa_balancing": "0"},
+        repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
+        nccl_conf=_nccl_conf(fabric, vlans, None), thresholds=thresholds, roles=roles,
+    )
+
+
+def check_before_touching(loaded: LoadedInventory) -> None:
+    """Run the matrix rules for this inventory's SKU and OS; InputError on any failure."""
+    results = check_matrix(loaded.matrix.matrix, loaded.sku, (loaded.inventory.cluster.os_family,))
+    bad = failures(results)
+    if bad:
+        raise InputError(
+            f"{loaded.matrix.path}: matrix {loaded.matrix.matrix.name} fails {len(bad)} rule(s) for "
+            f"{loaded.sku.name} on {loaded.inventory.cluster.os}; nothing was touched",
+            [f"{r.rule}: {r.reason}" for r in bad],
+        )
+
+
+def resolve(loaded: LoadedInventory, limit: tuple[str, ...] | list[str] = ()) -> list[NodeSpec]:
+    """NodeSpecs for the selected nodes, after the matrix rules pass."""
+    check_before_touching(loaded)
+    return [resolve_node(loaded, n) for n in loaded.inventory.select(limit)]
+
+
+def address_in(cidr: str, address: str) -> bool:
+    return ipaddress.IPv4Address(address.split("/")[0]) in ipaddress.IPv4Network(cidr)
