@@ -1,0 +1,221 @@
+"""DCGM diagnostics: `dcgmi diag -r N` (table) and `dcgmi diag -r N -j` (JSON).
+
+Each test gives one or more results: a status (pass, fail, warn, skip) for all GPUs or
+for a list of GPUs, plus warning text. The table form prints ``Pass - All`` or
+``Fail - GPU: 0`` with further GPUs on continuation rows; the JSON form is
+``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
+"results": [{"gpu_ids" | "gpu_id", "status", "warnings"?, "info"?}]}]}], "version"}}``
+(DCGM 2.x/3.x; null entries between tests are skipped).
+
+A diagnostic that did not run (``Error: ...``), an empty table or a table cut before its
+closing border raises `ParseError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.errors import ParseError
+from gpuctl.parsers._common import quote, require_text
+
+TOOL = "dcgmi diag"
+
+_STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip", "skipped": "skip",
+           "not run": "skip"}
+
+
+@dataclass(frozen=True)
+class DcgmResult:
+    status: str  # pass, fail, warn, skip
+    gpus: tuple[int, ...] | None  # None: all GPUs
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DcgmTest:
+    category: str
+    name: str
+    results: tuple[DcgmResult, ...]
+
+    @property
+    def status(self) -> str:
+        """The worst status of the test's results."""
+        order = ("fail", "warn", "pass", "skip")
+        return min((r.status for r in self.results), key=order.index)
+
+
+@dataclass(frozen=True)
+class DcgmResultSet:
+    dcgm_version: str | None
+    driver_version: str | None
+    device_ids: tuple[str, ...]
+    tests: tuple[DcgmTest, ...]
+
+    @property
+    def failed(self) -> tuple[DcgmTest, ...]:
+        return tuple(t for t in self.tests if t.status == "fail")
+
+
+def _status(raw: str, where: str) -> str:
+    key = raw.strip().lower()
+    if key not in _STATUS:
+        raise ParseError(f"{TOOL}: unknown result {raw!r} in {where}")
+    return _STATUS[key]
+
+
+def _gpu_list(raw: str) -> tuple[int, ...] | None:
+    raw = raw.strip()
+    if not raw or raw.lower() == "all":
+        return None
+    ids = re.findall(r"\d+", raw)
+    return tuple(int(i) for i in ids) if ids else None
+
+
+def parse_dcgmi_diag(text: str) -> DcgmResultSet:
+    """Parse `dcgmi diag` output; JSON if it contains a JSON object, else the table."""
+    text = require_text(text, TOOL)
+    if "{" in text and "DCGM GPU Diagnostic" in text:
+        return parse_dcgmi_diag_json(text)
+    return parse_dcgmi_diag_table(text)
+
+
+# ---------------------------------------------------------------- table
+
+# "|-----  Metadata  ----------+------------------------------------------------|"
+# "+-----  Integration  -------+------------------------------------------------+"
+_SECTION = re.compile(r"^[|+]-+\s+(\w[\w ]*?)\s+-+\+")
+# "| PCIe                      | Pass - All                                     |"
+_ROW = re.compile(r"^\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
+# "Pass - All"  /  "Fail - GPU: 0, 1"  /  "Pass - GPUs: 1, 2, 3"  /  "Pass"  /  "Skip"
+_RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Warning)(?:\s*-\s*(.*))?$", re.I)
+# "+---------------------------+------------------------------------------------+"
+_BORDER = re.compile(r"^\+[-=]+\+[-=]+\+\s*$")
+# "Error: Unable to complete diagnostic for group 2. Return: (-21) Host engine connection invalid/disconnected."
+_ERROR = re.compile(r"^\s*Error\b|Unable to|failed to|Host engine", re.I)
+_META = {"DCGM Version": "dcgm_version", "Driver Version Detected": "driver_version",
+         "GPU Device IDs Detected": "device_ids"}
+
+
+def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
+    """Parse the table printed by `dcgmi diag -r N`."""
+    text = require_text(text, TOOL)
+    meta: dict[str, str] = {}
+    category = ""
+    tests: list[tuple[str, str, list[DcgmResult]]] = []
+    last_border_after_rows = False
+    seen_table = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if m := _SECTION.match(stripped):
+            category = m.group(1).strip()
+            seen_table = True
+            continue
+        if _BORDER.match(stripped):
+            seen_table = True
+            last_border_after_rows = bool(tests)
+            continue
+        if m := _ROW.match(stripped):
+            seen_table = True
+            last_border_after_rows = False
+            name, value = m.group(1), m.group(2)
+            if name in ("Diagnostic",):
+                continue
+            if category == "Metadata" or name in _META:
+                if name in _META:
+                    meta[_META[name]] = value
+                continue
+            if r := _RESULT.match(value):
+                result = DcgmResult(_status(r.group(1), quote(line)), _gpu_list(r.group(2) or ""))
+                if name:
+                    tests.append((category, name, [result]))
+                elif tests:
+                    tests[-1][2].append(result)
+                else:
+                    raise ParseError(f"{TOOL}: result row before any test: {quote(line)}")
+            elif name.lower() in ("warning", "info", "") and tests:
+                if name.lower() != "info" and value:
+                    res = tests[-1][2][-1]
+                    tests[-1][2][-1] = DcgmResult(res.status, res.gpus, (*res.warnings, value))
+            elif name and tests and not value:
+                continue
+            else:
+                raise ParseError(f"{TOOL}: cannot read the result {value!r} of {name!r}: {quote(line)}")
+            continue
+        if _ERROR.search(stripped):
+            raise ParseError(f"{TOOL}: the diagnostic did not run: {quote(line)}")
+    if not tests:
+        raise ParseError(f"{TOOL}: no test results in the output" + ("" if seen_table else " (no table)"))
+    if not last_border_after_rows:
+        raise ParseError(f"{TOOL}: the table has no closing border after its last row (truncated output?)")
+    return DcgmResultSet(
+        dcgm_version=meta.get("dcgm_version"),
+        driver_version=meta.get("driver_version"),
+        device_ids=tuple(d.strip() for d in meta.get("device_ids", "").split(",") if d.strip()),
+        tests=tuple(DcgmTest(c, n, tuple(rs)) for c, n, rs in tests),
+    )
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def _texts(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw:
+        if isinstance(item, dict):
+            out.append(str(item.get("warning") or item.get("message") or item))
+        elif item is not None:
+            out.append(str(item))
+    return tuple(out)
+
+
+def parse_dcgmi_diag_json(text: str) -> DcgmResultSet:
+    """Parse `dcgmi diag -r N -j`."""
+    text = require_text(text, TOOL)
+    start = text.find("{")
+    if start < 0:
+        raise ParseError(f"{TOOL}: no JSON object in the output")
+    try:
+        doc = json.loads(text[start:])
+    except ValueError as exc:
+        raise ParseError(f"{TOOL}: JSON output is not valid ({exc}; truncated?)") from None
+    body = doc.get("DCGM GPU Diagnostic") if isinstance(doc, dict) else None
+    if not isinstance(body, dict):
+        raise ParseError(f"{TOOL}: JSON without a 'DCGM GPU Diagnostic' object")
+    if body.get("runtime_error"):
+        raise ParseError(f"{TOOL}: the diagnostic did not run: {quote(str(body['runtime_error']))}")
+    tests = []
+    for cat in body.get("test_categories") or []:
+        if not isinstance(cat, dict):
+            continue
+        for test in cat.get("tests") or []:
+            if not isinstance(test, dict):
+                continue
+            results = []
+            for r in test.get("results") or []:
+                if not isinstance(r, dict):
+                    continue
+                ids = r.get("gpu_ids", r.get("gpu_id", ""))
+                results.append(DcgmResult(
+                    _status(str(r.get("status", "")), f"test {test.get('name')!r}"),
+                    _gpu_list(str(ids)),
+                    _texts(r.get("warnings")),
+                ))
+            if results:
+                tests.append(DcgmTest(str(cat.get("category", "")), str(test.get("name", "?")), tuple(results)))
+    if not tests:
+        raise ParseError(f"{TOOL}: the JSON lists no test results")
+    driver = body.get("Driver Version Detected") or body.get("driver_version")
+    dev_ids = body.get("GPU Device IDs") or ""
+    return DcgmResultSet(
+        dcgm_version=str(body["version"]) if body.get("version") else None,
+        driver_version=str(driver) if driver else None,
+        device_ids=tuple(d.strip() for d in str(dev_ids).split(",") if d.strip()),
+        tests=tuple(tests),
+    )

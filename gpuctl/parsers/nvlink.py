@@ -1,0 +1,87 @@
+"""`nvidia-smi nvlink --status` (`-s`): per GPU, the speed of every NVLink.
+
+Per-link speeds are in GB/s as printed (unidirectional per link: 25 GB/s on A100,
+26.562 GB/s on H100). A link shown as ``<inactive>`` is down; the line
+``NVML: Unable to retrieve NVLink information as all links are inactive`` marks every
+link of that GPU down. A GPU with neither links nor that line has no NVLink (PCIe card).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuctl.errors import ParseError
+from gpuctl.parsers._common import quote, require_text, to_float
+
+TOOL = "nvidia-smi nvlink --status"
+
+# "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5269b708-678a-b1a8-60f0-c90406537486)"
+_GPU = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: (\S+)\))?\s*$")
+# "\t Link 0: 25 GB/s"  /  "         Link 11: <inactive>"
+_LINK = re.compile(r"^\s+Link (\d+): (?:([\d.]+) GB/s|(<inactive>))\s*$")
+# "NVML: Unable to retrieve NVLink information as all links are inactive"
+_ALL_INACTIVE = re.compile(r"all links are inactive")
+# "Failed to initialize NVML: Driver/library version mismatch"
+_ERROR = re.compile(r"Failed to initialize NVML|couldn't communicate with the NVIDIA driver|No devices were found")
+
+
+@dataclass(frozen=True)
+class NvlinkLink:
+    link: int
+    speed_gb_s: float | None  # None when <inactive>
+
+    @property
+    def active(self) -> bool:
+        return self.speed_gb_s is not None
+
+
+@dataclass(frozen=True)
+class NvlinkGpu:
+    index: int
+    name: str
+    uuid: str | None
+    links: tuple[NvlinkLink, ...]
+    all_inactive: bool
+
+    @property
+    def active_links(self) -> int:
+        return sum(1 for link in self.links if link.active)
+
+    @property
+    def total_gb_s(self) -> float:
+        return sum((link.speed_gb_s or 0.0 for link in self.links), 0.0)
+
+
+@dataclass(frozen=True)
+class NvlinkResult:
+    gpus: tuple[NvlinkGpu, ...]
+
+
+def parse_nvlink_status(text: str) -> NvlinkResult:
+    """Parse `nvidia-smi nvlink --status` for one or all GPUs."""
+    text = require_text(text, TOOL)
+    gpus: list[tuple[int, str, str | None, list[NvlinkLink], list[bool]]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if _ERROR.search(line):
+            raise ParseError(f"{TOOL}: {quote(line)}")
+        if m := _GPU.match(line):
+            gpus.append((int(m.group(1)), m.group(2), m.group(3), [], [False]))
+        elif m := _LINK.match(line):
+            if not gpus:
+                raise ParseError(f"{TOOL}: link line before any GPU line: {quote(line)}")
+            speed = None if m.group(3) else to_float(m.group(2), TOOL, line)
+            gpus[-1][3].append(NvlinkLink(int(m.group(1)), speed))
+        elif _ALL_INACTIVE.search(line):
+            if not gpus:
+                raise ParseError(f"{TOOL}: {quote(line)} before any GPU line")
+            gpus[-1][4][0] = True
+        else:
+            raise ParseError(f"{TOOL}: unexpected line {quote(line)}")
+    if not gpus:
+        raise ParseError(f"{TOOL}: no 'GPU n: ...' line in the output")
+    return NvlinkResult(tuple(
+        NvlinkGpu(index, name, uuid, tuple(links), inactive[0]) for index, name, uuid, links, inactive in gpus
+    ))

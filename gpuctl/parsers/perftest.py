@@ -1,0 +1,179 @@
+"""perftest: `ib_write_bw` (and the other `*_bw`) and `ib_write_lat` (and `*_lat`).
+
+Units. perftest's ``BW average[MB/sec]`` divides bytes by 0x100000 (2^20: perftest's
+"MB" is a MiB), and ``--report_gbits`` (``[Gb/sec]``) divides bits by 10^9
+(``format_factor = (report_fmt == MBS) ? 0x100000 : 125000000`` in perftest's
+``perftest_parameters.c``; its usage text: "MB=2^20 byte, while Gb=10^9 bits"; since
+linux-rdma/perftest#257 (2024) the header says ``MiB/sec``). Both are converted to Gb/s (10^9 bits per second), the unit
+link rates and the `ib_write_bw_gbit_s` thresholds use: Gb/s = MB/sec × 2^20 × 8 / 10^9.
+
+Output from the server and the client concatenated, or interleaved line by line, repeats
+rows; duplicates are dropped. The headline figures are taken at the largest message size:
+`bw_avg_gbit_s` is the lowest average reported for that size (server and client may
+differ), `bw_peak_gbit_s` the highest peak of any row.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuctl.errors import ParseError
+from gpuctl.parsers._common import quote, require_text, to_float
+
+TOOL_BW = "ib_write_bw"
+TOOL_LAT = "ib_write_lat"
+
+MIB = 1 << 20
+_MBS_TO_GBITS = MIB * 8 / 1e9
+
+# " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+# " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+_BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(MB|Gb|MiB)/sec\]\s+BW average\[(MB|Gb|MiB)/sec\]")
+# " 8388608    20000            24056.74            24056.72\t\t   0.003007"
+_BW_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+# " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec] ..."
+_LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[usec\]")
+# " 2       1000          1.57           9.65         1.84     \t       2.04  ..."
+_LAT_ROW = re.compile(r"^\s*(\d+)\s+(\d+)((?:\s+[\d.]+)+)\s*$")
+# " Couldn't connect to 10.0.0.2:18515"  /  "Unable to open file descriptor for socket connection"
+_ERROR = re.compile(r"Couldn't|Unable to|Failed to|failed to|\bERROR\b|Error:|No IB devices found")
+
+
+@dataclass(frozen=True)
+class BwRow:
+    size_bytes: int
+    iterations: int
+    peak_gbit_s: float
+    avg_gbit_s: float
+    msg_rate_mpps: float
+
+
+@dataclass(frozen=True)
+class BwResult:
+    reported_unit: str  # "MB/sec" (2^20 bytes) or "Gb/sec" as the tool printed
+    rows: tuple[BwRow, ...]
+    device: str | None
+    link_type: str | None
+
+    @property
+    def msg_size_bytes(self) -> int:
+        return max(r.size_bytes for r in self.rows)
+
+    @property
+    def bw_avg_gbit_s(self) -> float:
+        return min(r.avg_gbit_s for r in self.rows if r.size_bytes == self.msg_size_bytes)
+
+    @property
+    def bw_peak_gbit_s(self) -> float:
+        return max(r.peak_gbit_s for r in self.rows)
+
+
+# " Dual-port       : OFF\t\tDevice         : ib0"
+_DEVICE = re.compile(r"Device\s*:\s*(\S+)")
+# " Link type       : IB"
+_LINK_TYPE = re.compile(r"Link type\s*:\s*(\S+)")
+
+
+def _first_error(lines: list[str]) -> str | None:
+    return next((ln for ln in lines if _ERROR.search(ln)), None)
+
+
+def parse_ib_write_bw(text: str) -> BwResult:
+    """Parse `ib_write_bw` (or `ib_read_bw`, `ib_send_bw`) output, server and/or client."""
+    text = require_text(text, TOOL_BW)
+    lines = text.splitlines()
+    unit: str | None = None
+    rows: list[BwRow] = []
+    device = link_type = None
+    for line in lines:
+        if m := _BW_HEADER.search(line):
+            if unit is not None and m.group(2) != unit:
+                raise ParseError(f"{TOOL_BW}: mixed units in one output: {quote(line)}")
+            unit = m.group(2)
+        elif unit is not None and (m := _BW_ROW.match(line)):
+            factor = 1.0 if unit == "Gb" else _MBS_TO_GBITS
+            row = BwRow(
+                size_bytes=int(m.group(1)),
+                iterations=int(m.group(2)),
+                peak_gbit_s=to_float(m.group(3), TOOL_BW, line) * factor,
+                avg_gbit_s=to_float(m.group(4), TOOL_BW, line) * factor,
+                msg_rate_mpps=to_float(m.group(5), TOOL_BW, line),
+            )
+            if row not in rows:
+                rows.append(row)
+        elif device is None and (m := _DEVICE.search(line)):
+            device = m.group(1)
+        elif link_type is None and (m := _LINK_TYPE.search(line)):
+            link_type = m.group(1)
+    if unit is None or not rows:
+        err = _first_error(lines)
+        if err:
+            raise ParseError(f"{TOOL_BW}: the test did not run: {quote(err)}")
+        what = "no '#bytes #iterations BW peak[...] BW average[...]' header" if unit is None else "a header but no rows"
+        raise ParseError(f"{TOOL_BW}: {what} in the output (truncated run?)")
+    return BwResult(f"{unit}/sec", tuple(rows), device, link_type)
+
+
+@dataclass(frozen=True)
+class LatRow:
+    """One message size, all in microseconds; columns absent in older perftest are None."""
+
+    size_bytes: int
+    iterations: int
+    t_min_us: float
+    t_max_us: float
+    t_typical_us: float
+    t_avg_us: float | None
+    t_stdev_us: float | None
+    t_p99_us: float | None
+    t_p999_us: float | None
+
+
+@dataclass(frozen=True)
+class LatResult:
+    rows: tuple[LatRow, ...]
+
+    @property
+    def headline(self) -> LatRow:
+        """The smallest message size (2 bytes by default): the latency a threshold means."""
+        return min(self.rows, key=lambda r: r.size_bytes)
+
+
+# Column names in the header, in the order perftest prints them.
+_LAT_COLUMNS = re.compile(r"(t_min|t_max|t_typical|t_avg|t_stdev|99% percentile|99\.9% percentile)\[usec\]")
+_LAT_FIELD = {
+    "t_min": "t_min_us", "t_max": "t_max_us", "t_typical": "t_typical_us", "t_avg": "t_avg_us",
+    "t_stdev": "t_stdev_us", "99% percentile": "t_p99_us", "99.9% percentile": "t_p999_us",
+}
+
+
+def parse_ib_write_lat(text: str) -> LatResult:
+    """Parse `ib_write_lat` (or `ib_read_lat`, `ib_send_lat`) output."""
+    text = require_text(text, TOOL_LAT)
+    lines = text.splitlines()
+    columns: list[str] | None = None
+    rows: list[LatRow] = []
+    for line in lines:
+        if _LAT_HEADER.search(line):
+            columns = _LAT_COLUMNS.findall(line)
+            for needed in ("t_min", "t_max", "t_typical"):
+                if needed not in columns:
+                    raise ParseError(f"{TOOL_LAT}: header without {needed}: {quote(line)}")
+        elif columns is not None and (m := _LAT_ROW.match(line)):
+            values = m.group(3).split()
+            if len(values) != len(columns):
+                raise ParseError(f"{TOOL_LAT}: {len(values)} values for {len(columns)} columns: {quote(line)}")
+            kw: dict[str, float | None] = dict.fromkeys(_LAT_FIELD.values())
+            for col, val in zip(columns, values, strict=True):
+                kw[_LAT_FIELD[col]] = to_float(val, TOOL_LAT, line)
+            row = LatRow(size_bytes=int(m.group(1)), iterations=int(m.group(2)), **kw)  # type: ignore[arg-type]
+            if row not in rows:
+                rows.append(row)
+    if columns is None or not rows:
+        err = _first_error(lines)
+        if err:
+            raise ParseError(f"{TOOL_LAT}: the test did not run: {quote(err)}")
+        what = "no '#bytes #iterations t_min[usec] ...' header" if columns is None else "a header but no rows"
+        raise ParseError(f"{TOOL_LAT}: {what} in the output (truncated run?)")
+    return LatResult(tuple(rows))

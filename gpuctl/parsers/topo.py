@@ -1,0 +1,144 @@
+"""`nvidia-smi topo -m`: the GPU/NIC connection matrix.
+
+Reads tab- or space-separated matrices, with or without ANSI escape codes (580.x
+underlines the header), with NIC columns named ``mlx5_0`` (older drivers) or ``NIC0``
+plus a ``NIC Legend`` (newer ones). The trailing affinity columns are ignored.
+
+Link codes: ``X`` (self), ``SYS``, ``NODE``, ``PHB``, ``PXB``, ``PIX``, ``NV#`` (a
+bonded set of # NVLinks).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuctl.errors import ParseError
+from gpuctl.parsers._common import quote, require_text
+
+TOOL = "nvidia-smi topo -m"
+
+# "GPU0", "NIC3", "mlx5_0", "mlx5_bond_0"
+_DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\w+|ib\w+|bnxt_\w+|irdma\w*)$")
+# "NV18", "SYS", "NODE", "PHB", "PXB", "PIX", "X" (older drivers: "SOC", "PSB")
+_CODE = re.compile(r"^(X|NV\d+|SYS|NODE|PHB|PXB|PIX|SOC|PSB)$")
+# "  NIC0: mlx5_0"
+_NIC_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
+_NVLINK = re.compile(r"^NV(\d+)$")
+
+
+@dataclass(frozen=True)
+class TopoLink:
+    a: str
+    b: str
+    code: str
+
+    @property
+    def nvlinks(self) -> int:
+        """Number of bonded NVLinks (0 when the pair talks over PCIe/SMP)."""
+        m = _NVLINK.match(self.code)
+        return int(m.group(1)) if m else 0
+
+
+@dataclass(frozen=True)
+class TopoResult:
+    """The matrix: `gpus` ('GPU0'...), `nics` (column names), `links` (every ordered pair)."""
+
+    gpus: tuple[str, ...]
+    nics: tuple[str, ...]
+    nic_names: tuple[tuple[str, str], ...]
+    links: tuple[TopoLink, ...]
+
+    def link(self, a: str, b: str) -> str:
+        """The code printed in row `a`, column `b`."""
+        for link in self.links:
+            if link.a == a and link.b == b:
+                return link.code
+        raise KeyError(f"no link {a} -> {b}")
+
+    def gpu_pairs(self) -> tuple[TopoLink, ...]:
+        """Each unordered GPU pair once (row < column), in matrix order."""
+        order = {g: i for i, g in enumerate(self.gpus)}
+        return tuple(
+            link for link in self.links
+            if link.a in order and link.b in order and order[link.a] < order[link.b]
+        )
+
+    def asymmetric_pairs(self) -> tuple[tuple[str, str, str, str], ...]:
+        """(a, b, code a→b, code b→a) for every pair whose two cells disagree."""
+        out = []
+        for link in self.links:
+            back = self.link(link.b, link.a)
+            if link.a < link.b and back != link.code:
+                out.append((link.a, link.b, link.code, back))
+        return tuple(out)
+
+    def unconnected_pairs(self, expected_code: str | None = None) -> tuple[TopoLink, ...]:
+        """GPU pairs that are not NVLink-connected (code not NV#), or, with
+        `expected_code` ('NV18'), every pair whose code differs from it."""
+        if expected_code is None:
+            return tuple(p for p in self.gpu_pairs() if p.nvlinks == 0)
+        return tuple(p for p in self.gpu_pairs() if p.code != expected_code)
+
+    def nvlink_full_mesh(self, expected_code: str | None = None) -> bool:
+        """True when every GPU pair is NVLink-connected (with `expected_code`, exactly it).
+        A single GPU has no pairs: that is not a mesh, so False."""
+        return bool(self.gpu_pairs()) and not self.unconnected_pairs(expected_code)
+
+
+def parse_topo_matrix(text: str) -> TopoResult:
+    """Parse `nvidia-smi topo -m` output."""
+    text = require_text(text, TOOL)
+    lines = text.splitlines()
+    header_at = None
+    devices: list[str] = []
+    for i, line in enumerate(lines):
+        tokens = line.split()
+        if tokens and tokens[0] == "GPU0" and line[:1] in (" ", "\t"):
+            # "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\tNUMA Affinity"
+            for tok in tokens:
+                if tok == "CPU":
+                    break
+                if not _DEVICE.match(tok):
+                    raise ParseError(f"{TOOL}: unexpected column {tok!r} in the header {quote(line)}")
+                devices.append(tok)
+            header_at = i
+            break
+    if header_at is None:
+        first = next((ln for ln in lines if ln.strip()), "")
+        raise ParseError(f"{TOOL}: no matrix header (a line starting with GPU0) found; first line {quote(first)}")
+    rows: dict[str, list[str]] = {}
+    nic_names: list[tuple[str, str]] = []
+    for line in lines[header_at + 1 :]:
+        if m := _NIC_LEGEND.match(line):
+            nic_names.append((m.group(1), m.group(2)))
+            continue
+        tokens = line.split()
+        if not tokens or tokens[0] not in devices or tokens[0] in rows:
+            continue
+        # "GPU0\t X \tNV18\tNV18 ... \t0-47\t0\t\tN/A"
+        cells = tokens[1 : 1 + len(devices)]
+        if len(cells) < len(devices):
+            raise ParseError(f"{TOOL}: row {tokens[0]} has {len(cells)} of {len(devices)} cells: {quote(line)}")
+        for cell in cells:
+            if not _CODE.match(cell):
+                raise ParseError(f"{TOOL}: unknown link code {cell!r} in {quote(line)}")
+        rows[tokens[0]] = cells
+    gpus = tuple(d for d in devices if d.startswith("GPU"))
+    missing = [d for d in devices if d not in rows]
+    if missing:
+        raise ParseError(f"{TOOL}: no row for {', '.join(missing)} (truncated output?)")
+    links = []
+    for a in devices:
+        for b, code in zip(devices, rows[a], strict=True):
+            if a == b:
+                if code != "X":
+                    raise ParseError(f"{TOOL}: {a} to itself should be 'X', got {code!r}")
+                continue
+            links.append(TopoLink(a, b, code))
+    return TopoResult(
+        gpus=gpus,
+        nics=tuple(d for d in devices if not d.startswith("GPU")),
+        nic_names=tuple(nic_names),
+        links=tuple(links),
+    )
