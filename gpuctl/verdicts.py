@@ -1,0 +1,638 @@
+"""Verdicts: a parsed measurement judged against a threshold from the SKU catalog.
+
+`judge()` is the one pure rule for numbers: a missing threshold is never a pass
+(``no-threshold``), a SKU that marks a measurement as not applicable gives
+``not-applicable`` with the catalog's reason, a measurement that could not be taken
+gives ``error`` ("could not run", distinct from ``fail``). `judge_fact()` records a
+yes/no finding (GPU model, link state) with the same fields.
+
+The `judge_<tool>(result, sku)` helpers turn a parsed result into verdicts, one per GPU,
+pair or port, so each failure names its subject. With `sku=None` they give only the
+verdicts that need no SKU (nccl wrong = 0, topo symmetric, ECC health, Xid, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpuctl.catalog import Health, Sku, Threshold, load_health
+from gpuctl.parsers.bandwidth import BandwidthResult
+from gpuctl.parsers.dcgm import DcgmResultSet
+from gpuctl.parsers.fio import FioResult
+from gpuctl.parsers.gdsio import GdsioResult
+from gpuctl.parsers.ibstat import IbstatResult
+from gpuctl.parsers.nccl import NcclResult
+from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult
+from gpuctl.parsers.nvlink import NvlinkResult
+from gpuctl.parsers.perftest import BwResult, LatResult
+from gpuctl.parsers.topo import TopoResult
+from gpuctl.parsers.training import TrainingResult
+from gpuctl.parsers.xid import XidResult
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    NO_THRESHOLD = "no-threshold"
+    NOT_APPLICABLE = "not-applicable"
+    ERROR = "error"  # the measurement could not be taken ("could not run")
+
+
+class Remediation(StrEnum):
+    NONE = "none"
+    REBOOT = "reboot"
+    RESEAT_OR_REPLACE = "reseat_or_replace"
+    RECONFIGURE = "reconfigure"
+    RERUN = "rerun"
+    VENDOR_RMA = "vendor_rma"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a verdict is about: a node, a GPU (index + bus id), a GPU pair, a port."""
+
+    node: str | None = None
+    gpu: int | None = None
+    bus_id: str | None = None
+    peer: int | None = None
+    port: str | None = None
+
+    def label(self) -> str:
+        parts = []
+        if self.node:
+            parts.append(self.node)
+        if self.gpu is not None:
+            gpu = f"GPU {self.gpu}" + (f" ({self.bus_id})" if self.bus_id else "")
+            parts.append(gpu if self.peer is None else f"GPU {self.gpu} ↔ GPU {self.peer}")
+        elif self.bus_id:
+            parts.append(self.bus_id)
+        if self.port:
+            parts.append(self.port)
+        return " ".join(parts) if parts else "node"
+
+    def with_node(self, node: str | None) -> Subject:
+        return Subject(node, self.gpu, self.bus_id, self.peer, self.port) if node else self
+
+
+NODE = Subject()
+
+Value = float | int | str | bool | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    check: str
+    status: Status
+    subject: Subject
+    value: Value
+    threshold: Value
+    unit: str
+    source: str
+    remediation: Remediation
+    message: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "check": self.check,
+            "status": self.status.value,
+            "subject": self.subject.label(),
+            "value": self.value,
+            "threshold": self.threshold,
+            "unit": self.unit,
+            "source": self.source,
+            "remediation": self.remediation.value,
+            "message": self.message,
+        }
+
+
+def _fmt(value: Value, unit: str) -> str:
+    if not isinstance(value, float):
+        return f"{value} {unit}".strip()
+    text = f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return f"{text} {unit}".strip()
+
+
+def judge(
+    name: str,
+    value: float | None,
+    threshold: Threshold | None,
+    unit: str,
+    subject: Subject = NODE,
+    *,
+    remediation: Remediation = Remediation.RERUN,
+) -> Verdict:
+    """Judge one number against one threshold (see the module docstring)."""
+    where = subject.label()
+    if threshold is None:
+        return Verdict(name, Status.NO_THRESHOLD, subject, value, None, unit, "", Remediation.NONE,
+                       f"{where}: {name} = {_fmt(value, unit)}; no threshold defined, not judged")
+    if threshold.not_applicable:
+        return Verdict(name, Status.NOT_APPLICABLE, subject, value, None, unit, threshold.source, Remediation.NONE,
+                       f"{where}: {name} not applicable: {threshold.source}")
+    limit = threshold.min if threshold.min is not None else threshold.max
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return Verdict(name, Status.ERROR, subject, None, limit, unit, threshold.source, Remediation.RERUN,
+                       f"{where}: {name} was not measured")
+    if threshold.min is not None:
+        if value < threshold.min:
+            status, rel = Status.FAIL, f"below the minimum {_fmt(threshold.min, unit)}"
+        elif threshold.warn_below is not None and value < threshold.warn_below:
+            status, rel = Status.WARN, f"above the minimum {_fmt(threshold.min, unit)} but below " \
+                                       f"{_fmt(threshold.warn_below, unit)}"
+        else:
+            status, rel = Status.PASS, f">= {_fmt(threshold.min, unit)}"
+    else:
+        assert threshold.max is not None
+        if value > threshold.max:
+            status, rel = Status.FAIL, f"above the maximum {_fmt(threshold.max, unit)}"
+        elif threshold.warn_above is not None and value > threshold.warn_above:
+            status, rel = Status.WARN, f"within the maximum {_fmt(threshold.max, unit)} but above " \
+                                       f"{_fmt(threshold.warn_above, unit)}"
+        else:
+            status, rel = Status.PASS, f"<= {_fmt(threshold.max, unit)}"
+    return Verdict(name, status, subject, value, limit, unit, threshold.source,
+                   Remediation.NONE if status is Status.PASS else remediation,
+                   f"{where}: {name} = {_fmt(value, unit)}, {rel}")
+
+
+def judge_fact(
+    check: str,
+    ok: bool,
+    *,
+    value: Value,
+    expected: Value,
+    subject: Subject = NODE,
+    unit: str = "",
+    source: str,
+    remediation: Remediation,
+    message: str,
+    warn_only: bool = False,
+) -> Verdict:
+    """A yes/no finding ('model is X', 'port is Active'); `message` explains a failure."""
+    if ok:
+        status, rem, text = Status.PASS, Remediation.NONE, f"{subject.label()}: {check} = {_fmt(value, unit)}"
+    else:
+        status = Status.WARN if warn_only else Status.FAIL
+        rem, text = remediation, f"{subject.label()}: {message}"
+    return Verdict(check, status, subject, value, expected, unit, source, rem, text)
+
+
+def could_not_run(check: str, reason: str, subject: Subject = NODE,
+                  remediation: Remediation = Remediation.RERUN, source: str = "") -> Verdict:
+    """The tool did not produce a measurement (distinct from a failed measurement)."""
+    return Verdict(check, Status.ERROR, subject, None, None, "", source, remediation,
+                   f"{subject.label()}: {check} could not run: {reason}")
+
+
+def overall(verdicts: Iterable[Verdict]) -> Status:
+    """fail > error > warn > pass; only no-threshold/not-applicable verdicts → no-threshold."""
+    statuses = {v.status for v in verdicts}
+    for s in (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS):
+        if s in statuses:
+            return s
+    return Status.NOT_APPLICABLE if statuses == {Status.NOT_APPLICABLE} else Status.NO_THRESHOLD
+
+
+def _threshold(sku: Sku | None, name: str) -> Threshold | None:
+    return sku.thresholds.get(name) if sku is not None else None
+
+
+# ---------------------------------------------------------------- nccl-tests
+
+NCCL_WRONG_SOURCE = "nccl-tests: #wrong counts elements that differ from the expected result; any is a failure"
+
+
+def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """#wrong = 0 always; with a SKU, the large-message bus bandwidth against
+    `all_reduce_busbw_gb_s` (one node) or `multi_node_busbw_gb_s` (more ranks than the
+    SKU has GPUs). Only all_reduce is judged against those thresholds."""
+    out = []
+    if result.validated:
+        out.append(judge_fact(
+            "nccl_wrong", result.wrong == 0, value=result.wrong, expected=0, subject=subject,
+            source=NCCL_WRONG_SOURCE, remediation=Remediation.VENDOR_RMA,
+            message=f"{result.wrong} wrong elements: data corrupted in a collective (GPU, NVLink or NIC fault)",
+        ))
+    else:
+        out.append(Verdict("nccl_wrong", Status.NO_THRESHOLD, subject, None, 0, "", NCCL_WRONG_SOURCE,
+                           Remediation.NONE, f"{subject.label()}: the run had validation off (#wrong N/A); "
+                                             "correctness not checked"))
+    if sku is None:
+        return out
+    is_all_reduce = result.test is None or "all_reduce" in result.test
+    multi = result.gpus > sku.gpu.count
+    name = "multi_node_busbw_gb_s" if multi else "all_reduce_busbw_gb_s"
+    if not is_all_reduce:
+        out.append(judge(f"{result.test}_busbw_gb_s", result.large_msg_busbw_gb_s, None, "GB/s", subject))
+        return out
+    out.append(judge(name, result.large_msg_busbw_gb_s, _threshold(sku, name), "GB/s", subject,
+                     remediation=Remediation.RECONFIGURE))
+    return out
+
+
+# ---------------------------------------------------------------- topo -m
+
+TOPO_SOURCE = "nvidia-smi topo -m: a connection matrix is symmetric"
+
+
+def judge_topo(result: TopoResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    out = []
+    asym = result.asymmetric_pairs()
+    out.append(judge_fact(
+        "topo_symmetric", not asym, value=not asym, expected=True, subject=subject, source=TOPO_SOURCE,
+        remediation=Remediation.RERUN,
+        message="matrix not symmetric: " + ", ".join(f"{a}→{b} {x} but {b}→{a} {y}" for a, b, x, y in asym),
+    ))
+    if sku is None:
+        return out
+    out.append(judge_fact(
+        "gpu_count", len(result.gpus) == sku.gpu.count, value=len(result.gpus), expected=sku.gpu.count,
+        subject=subject, source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
+        message=f"{len(result.gpus)} GPUs in topo -m, the SKU {sku.name} has {sku.gpu.count}",
+    ))
+    code = sku.nvlink.topo_code
+    if code is None:
+        out.append(Verdict("nvlink_topology", Status.NOT_APPLICABLE, subject, None, None, "", sku.nvlink.source,
+                           Remediation.NONE, f"{subject.label()}: {sku.name} has no NVLink peers to check"))
+        return out
+    bad = result.unconnected_pairs(code)
+    for link in bad:
+        a, b = int(link.a[3:]), int(link.b[3:])
+        pair = Subject(subject.node, a, None, b)
+        rem = Remediation.VENDOR_RMA if link.nvlinks == 0 else Remediation.RESEAT_OR_REPLACE
+        why = "no NVLink at all (PCIe/SMP path)" if link.nvlinks == 0 else f"only {link.nvlinks} NVLinks"
+        out.append(judge_fact(
+            "nvlink_pair", False, value=link.code, expected=code, subject=pair, source=sku.nvlink.source,
+            remediation=rem, message=f"{link.a}↔{link.b} is {link.code}, expected {code}: {why}",
+        ))
+    if not bad:
+        out.append(judge_fact(
+            "nvlink_full_mesh", result.nvlink_full_mesh(code), value=code, expected=code, subject=subject,
+            source=sku.nvlink.source, remediation=Remediation.VENDOR_RMA,
+            message=f"no GPU pairs to check (expected {code} between all {sku.gpu.count} GPUs)",
+        ))
+    return out
+
+
+# ---------------------------------------------------------------- nvidia-smi
+
+
+def _gpu_subject(gpu: GpuInfo, node: Subject) -> Subject:
+    return Subject(node.node, gpu.index, gpu.bus_id)
+
+
+def _health_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Verdict]:
+    ecc = health.ecc
+    out = []
+    if gpu.ecc_mode is not None:
+        out.append(judge_fact("ecc_mode", gpu.ecc_mode, value="Enabled" if gpu.ecc_mode else "Disabled",
+                              expected="Enabled", subject=subject, source=ecc.max_uncorrectable.source,
+                              remediation=Remediation.RECONFIGURE,
+                              message="ECC is disabled (nvidia-smi -e 1, then reboot)"))
+    if gpu.persistence_mode is not None:
+        out.append(judge_fact("persistence_mode", gpu.persistence_mode,
+                              value="Enabled" if gpu.persistence_mode else "Disabled", expected="Enabled",
+                              subject=subject, source="gpuctl base role: nvidia-persistenced keeps the driver loaded",
+                              remediation=Remediation.RECONFIGURE,
+                              message="persistence mode is off (enable nvidia-persistenced)"))
+    for field_, label in (("ecc_volatile_uncorrectable", "volatile"), ("ecc_aggregate_uncorrectable", "aggregate")):
+        val = getattr(gpu, field_)
+        if val is not None:
+            lim = ecc.max_uncorrectable.value
+            out.append(judge_fact(field_, val <= lim, value=val, expected=lim, subject=subject,
+                                  source=ecc.max_uncorrectable.source,
+                                  remediation=Remediation.REBOOT if label == "volatile" else Remediation.VENDOR_RMA,
+                                  message=f"{val} uncorrectable ECC errors ({label}), limit {lim:g}"))
+    corrected = (("ecc_dram_correctable", ecc.max_dram_corrected), ("ecc_sram_correctable", ecc.max_sram_corrected))
+    for field_, fig in corrected:
+        val = getattr(gpu, field_)
+        if val is not None:
+            out.append(judge_fact(field_, val <= fig.value, value=val, expected=fig.value, subject=subject,
+                                  source=fig.source, remediation=Remediation.VENDOR_RMA,
+                                  message=f"{val} corrected ECC errors, limit {fig.value:g}"))
+    if gpu.retired_pending is not None:
+        out.append(judge_fact("retired_pages_pending", not gpu.retired_pending, value=gpu.retired_pending,
+                              expected=False, subject=subject, source=ecc.max_uncorrectable.source,
+                              remediation=Remediation.REBOOT,
+                              message="page retirement pending: reboot to retire the pages"))
+    if gpu.remap_pending is not None:
+        out.append(judge_fact("remapped_rows_pending", not gpu.remap_pending, value=gpu.remap_pending,
+                              expected=False, subject=subject, source=ecc.max_uncorrectable.source,
+                              remediation=Remediation.REBOOT,
+                              message="row remapping pending: reset the GPU or reboot"))
+    if gpu.remap_failure is not None:
+        out.append(judge_fact("remapped_rows_failure", not gpu.remap_failure, value=gpu.remap_failure,
+                              expected=False, subject=subject, source=ecc.max_uncorrectable.source,
+                              remediation=Remediation.VENDOR_RMA,
+                              message="row remapping failed: the GPU has run out of spare rows"))
+    return out
+
+
+def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """ECC, retired pages and row remapping against `load_health()` always; with a SKU,
+    GPU count, model, memory and PCIe generation/width, each naming GPU and bus id.
+
+    PCIe: the maximum generation and the current width must match the SKU (a GPU trained
+    down to x8 fails); a lower *current* generation only warns, because idle GPUs drop
+    to Gen1 to save power — rerun under load to confirm."""
+    health = load_health()
+    out: list[Verdict] = []
+    if sku is not None:
+        n = len(result.gpus)
+        out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
+                              source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
+                              message=f"{n} GPUs visible, the SKU {sku.name} has {sku.gpu.count}"))
+    for gpu in result.gpus:
+        s = _gpu_subject(gpu, subject)
+        out.extend(_health_verdicts(gpu, health, s))
+        if sku is None:
+            continue
+        if gpu.name is not None:
+            out.append(judge_fact("gpu_model", gpu.name == sku.gpu.model, value=gpu.name, expected=sku.gpu.model,
+                                  subject=s, source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
+                                  message=f"model {gpu.name!r}, expected {sku.gpu.model!r}"))
+        if gpu.memory_total_mib is not None:
+            out.append(judge_fact("memory_total_mib", gpu.memory_total_mib >= sku.gpu.memory_mib,
+                                  value=gpu.memory_total_mib, expected=sku.gpu.memory_mib, unit="MiB", subject=s,
+                                  source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
+                                  message=f"{gpu.memory_total_mib} MiB of GPU memory, expected {sku.gpu.memory_mib}"))
+        pcie = sku.pcie
+        if gpu.pcie_gen_max is not None:
+            out.append(judge_fact("pcie_gen_max", gpu.pcie_gen_max >= pcie.generation, value=gpu.pcie_gen_max,
+                                  expected=pcie.generation, subject=s, source=pcie.source,
+                                  remediation=Remediation.RECONFIGURE,
+                                  message=f"link capable of PCIe Gen{gpu.pcie_gen_max} only, expected "
+                                          f"Gen{pcie.generation} (BIOS slot setting or riser)"))
+        if gpu.pcie_gen_current is not None:
+            out.append(judge_fact("pcie_gen_current", gpu.pcie_gen_current >= pcie.generation,
+                                  value=gpu.pcie_gen_current, expected=pcie.generation, subject=s,
+                                  source=pcie.source, remediation=Remediation.RERUN, warn_only=True,
+                                  message=f"running at PCIe Gen{gpu.pcie_gen_current}, expected Gen{pcie.generation}"
+                                          " (idle power saving? rerun under load)"))
+        if gpu.pcie_width_current is not None:
+            out.append(judge_fact("pcie_width", gpu.pcie_width_current >= pcie.width, value=gpu.pcie_width_current,
+                                  expected=pcie.width, unit="lanes", subject=s, source=pcie.source,
+                                  remediation=Remediation.RESEAT_OR_REPLACE,
+                                  message=f"PCIe link trained at x{gpu.pcie_width_current}, expected x{pcie.width}"))
+    return out
+
+
+# ---------------------------------------------------------------- nvlink --status
+
+
+def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    out = []
+    for gpu in result.gpus:
+        s = Subject(subject.node, gpu.index)
+        if gpu.all_inactive:
+            out.append(judge_fact("nvlink_active", False, value=0, expected=sku.nvlink.links_per_gpu if sku else None,
+                                  subject=s, source="nvidia-smi nvlink --status", remediation=Remediation.REBOOT,
+                                  message="all NVLinks inactive (fabric manager down or a link fault; "
+                                          "check nvidia-fabricmanager, then reboot)"))
+            continue
+        inactive = [link.link for link in gpu.links if not link.active]
+        if sku is None:
+            out.append(judge_fact("nvlink_active", not inactive, value=gpu.active_links, expected=len(gpu.links),
+                                  subject=s, source="nvidia-smi nvlink --status",
+                                  remediation=Remediation.RESEAT_OR_REPLACE,
+                                  message=f"links {', '.join(map(str, inactive))} inactive"))
+            continue
+        want = sku.nvlink.links_per_gpu
+        out.append(judge_fact("nvlink_active", gpu.active_links >= want, value=gpu.active_links, expected=want,
+                              unit="links", subject=s, source=sku.nvlink.source,
+                              remediation=Remediation.RESEAT_OR_REPLACE,
+                              message=f"{gpu.active_links} of {want} NVLinks active"
+                                      + (f" (inactive: {', '.join(map(str, inactive))})" if inactive else "")))
+    return out
+
+
+# ---------------------------------------------------------------- ibstat
+
+
+def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject = NODE, *,
+                 fabric: str | None = None, ports: Sequence[str] | None = None) -> list[Verdict]:
+    """Without a SKU: every port's state (not Active → warn, as unused ports may be down).
+    With a SKU: the fabric ports (link layer InfiniBand for `fabric='infiniband'`,
+    Ethernet for 'roce'; default from the SKU; or exactly the CAs named in `ports`)
+    must be Active/LinkUp at the SKU's rate, and there must be `fabric.hcas` of them."""
+    out: list[Verdict] = []
+    if sku is None:
+        for p in result.ports:
+            s = Subject(subject.node, port=p.name)
+            out.append(judge_fact("ib_port_state", p.active, value=f"{p.state}/{p.physical_state}",
+                                  expected="Active/LinkUp", subject=s, source="ibstat",
+                                  remediation=Remediation.RESEAT_OR_REPLACE, warn_only=True,
+                                  message=f"{p.link_layer} port {p.state}/{p.physical_state} at {p.rate_gbps:g} Gb/s"))
+        return out
+    if fabric is None:
+        fabric = "infiniband" if sku.fabric.infiniband_rate_gbps else "roce" if sku.fabric.roce_rate_gbps else None
+    rate = sku.fabric_rate_gbps(fabric) if fabric else None
+    if rate is None:
+        return [Verdict("ib_port", Status.NOT_APPLICABLE, subject, None, None, "Gb/s", "SKU catalog",
+                        Remediation.NONE, f"{subject.label()}: {sku.name} has no RDMA fabric")]
+    layer = "InfiniBand" if fabric == "infiniband" else "Ethernet"
+    chosen = [p for p in result.ports if (p.ca in ports or p.name in ports)] if ports else \
+        [p for p in result.ports if p.link_layer == layer]
+    fig = sku.fabric.infiniband_rate_gbps if fabric == "infiniband" else (sku.fabric.roce_rate_gbps
+                                                                         or sku.fabric.infiniband_rate_gbps)
+    source = fig.source if fig else "SKU catalog"
+    good = 0
+    for p in chosen:
+        s = Subject(subject.node, port=p.name)
+        if not p.active:
+            out.append(judge_fact("ib_port", False, value=f"{p.state}/{p.physical_state}", expected="Active/LinkUp",
+                                  subject=s, source=source, remediation=Remediation.RESEAT_OR_REPLACE,
+                                  message=f"port {p.state}/{p.physical_state} (cable, transceiver or switch port)"))
+        elif p.rate_gbps < rate:
+            out.append(judge_fact("ib_port", False, value=p.rate_gbps, expected=rate, unit="Gb/s", subject=s,
+                                  source=source, remediation=Remediation.RESEAT_OR_REPLACE,
+                                  message=f"Active at {p.rate_gbps:g} Gb/s, expected {rate:g} Gb/s "
+                                          "(degraded link: cable or transceiver)"))
+        elif p.link_layer != layer:
+            out.append(judge_fact("ib_port", False, value=p.link_layer, expected=layer, subject=s, source=source,
+                                  remediation=Remediation.RECONFIGURE,
+                                  message=f"link layer {p.link_layer}, expected {layer} (mlxconfig LINK_TYPE)"))
+        else:
+            good += 1
+            out.append(judge_fact("ib_port", True, value=p.rate_gbps, expected=rate, unit="Gb/s", subject=s,
+                                  source=source, remediation=Remediation.NONE, message=""))
+    if sku.fabric.hcas is not None:
+        want = int(sku.fabric.hcas.value)
+        out.append(judge_fact("ib_ports_up", good >= want, value=good, expected=want, unit="ports", subject=subject,
+                              source=sku.fabric.hcas.source, remediation=Remediation.RESEAT_OR_REPLACE,
+                              message=f"{good} fabric ports Active at {rate:g} Gb/s, expected {want}"))
+    return out
+
+
+# ---------------------------------------------------------------- perftest
+
+
+def judge_ib_write_bw(result: BwResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    return [judge("ib_write_bw_gbit_s", result.bw_avg_gbit_s, _threshold(sku, "ib_write_bw_gbit_s"), "Gb/s",
+                  subject, remediation=Remediation.RECONFIGURE)]
+
+
+def judge_ib_write_lat(result: LatResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    return [judge("ib_write_lat_us", result.headline.t_typical_us, _threshold(sku, "ib_write_lat_us"), "us",
+                  subject, remediation=Remediation.RECONFIGURE)]
+
+
+# ---------------------------------------------------------------- fio
+
+_RANDREAD = {"randread", "randrw"}
+_SEQWRITE = {"write"}
+
+
+def judge_fio(result: FioResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """4k random read IOPS against `fio_randread_iops` (rw=randread/randrw); sequential
+    write GB/s (10^9 bytes/s) against `fio_seqwrite_gb_s` (rw=write). Other workloads
+    have no threshold."""
+    modes = set(result.rw_modes)
+    out = []
+    if modes & _RANDREAD:
+        out.append(judge("fio_randread_iops", result.read_iops, _threshold(sku, "fio_randread_iops"), "IOPS",
+                         subject, remediation=Remediation.RECONFIGURE))
+    if modes & _SEQWRITE:
+        out.append(judge("fio_seqwrite_gb_s", result.write_bw_gb_s, _threshold(sku, "fio_seqwrite_gb_s"), "GB/s",
+                         subject, remediation=Remediation.RECONFIGURE))
+    if not out:
+        mode = ", ".join(sorted(modes)) or "unknown"
+        out.append(judge(f"fio_{mode}_read_iops", result.read_iops, None, "IOPS", subject))
+    return out
+
+
+# ---------------------------------------------------------------- bandwidth
+
+
+def judge_bandwidth(result: BandwidthResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """Per GPU: H2D, D2H against `h2d_gb_s`/`d2h_gb_s`; HBM copy as a fraction of the
+    datasheet HBM bandwidth against `hbm_copy_fraction`; per pair: P2P against `p2p_gb_s`."""
+    out = []
+    hbm_peak_gb_s = sku.hbm_bandwidth_tb_s.value * 1000 if sku else None
+    p2p_t = _threshold(sku, "p2p_gb_s")
+    for g in result.gpus:
+        s = Subject(subject.node, g.index, g.bus_id)
+        out.append(judge("h2d_gb_s", g.h2d_gb_s, _threshold(sku, "h2d_gb_s"), "GB/s", s,
+                         remediation=Remediation.RESEAT_OR_REPLACE))
+        out.append(judge("d2h_gb_s", g.d2h_gb_s, _threshold(sku, "d2h_gb_s"), "GB/s", s,
+                         remediation=Remediation.RESEAT_OR_REPLACE))
+        frac = g.hbm_copy_gb_s / hbm_peak_gb_s if g.hbm_copy_gb_s is not None and hbm_peak_gb_s else None
+        if sku is None:
+            out.append(judge("hbm_copy_gb_s", g.hbm_copy_gb_s, None, "GB/s", s))
+        else:
+            out.append(judge("hbm_copy_fraction", frac, _threshold(sku, "hbm_copy_fraction"), "of datasheet", s,
+                             remediation=Remediation.VENDOR_RMA))
+        if p2p_t is not None and p2p_t.not_applicable:
+            continue
+        for peer, val in sorted(g.p2p_gb_s.items()):
+            out.append(judge("p2p_gb_s", val, p2p_t, "GB/s", Subject(subject.node, g.index, None, peer),
+                             remediation=Remediation.RESEAT_OR_REPLACE))
+    if p2p_t is not None and p2p_t.not_applicable:
+        out.append(judge("p2p_gb_s", None, p2p_t, "GB/s", subject))
+    return out
+
+
+# ---------------------------------------------------------------- dcgm
+
+_HARDWARE_CATEGORIES = {"hardware", "stress", "integration", "performance"}
+
+
+def judge_dcgm(result: DcgmResultSet, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    out = []
+    source = f"DCGM {result.dcgm_version or ''} diagnostic".replace("  ", " ")
+    for test in result.tests:
+        for r in test.results:
+            gpus = "all GPUs" if r.gpus is None else "GPU " + ", ".join(map(str, r.gpus))
+            s = Subject(subject.node, r.gpus[0] if r.gpus and len(r.gpus) == 1 else None)
+            check = f"dcgm: {test.name}"
+            detail = f" — {'; '.join(r.warnings)}" if r.warnings else ""
+            if r.status == "skip":
+                out.append(Verdict(check, Status.NOT_APPLICABLE, s, "skip", "pass", "", source, Remediation.NONE,
+                                   f"{s.label()}: {test.name} skipped on {gpus}{detail}"))
+                continue
+            rem = Remediation.VENDOR_RMA if test.category.lower() in _HARDWARE_CATEGORIES else Remediation.RECONFIGURE
+            status = {"pass": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL}[r.status]
+            out.append(Verdict(check, status, s, r.status, "pass", "", source,
+                               Remediation.NONE if status is Status.PASS else rem,
+                               f"{s.label()}: {test.category} / {test.name}: {r.status} on {gpus}{detail}"))
+    return out
+
+
+# ---------------------------------------------------------------- xid
+
+_XID_REMEDIATION = {79: Remediation.RESEAT_OR_REPLACE, 74: Remediation.RESEAT_OR_REPLACE}
+
+
+def judge_xid(result: XidResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    health = load_health()
+    fatal = set(health.xid_fatal.codes)
+    out = []
+    for e in result.events:
+        s = Subject(subject.node, bus_id=e.bus_id)
+        if e.xid in fatal:
+            out.append(Verdict("xid", Status.FAIL, s, e.xid, None, "", health.xid_fatal.source,
+                               _XID_REMEDIATION.get(e.xid, Remediation.REBOOT),
+                               f"{s.label()}: Xid {e.xid} ({e.message or 'no message'}) is fatal"))
+        else:
+            out.append(Verdict("xid", Status.WARN, s, e.xid, None, "", health.xid_fatal.source, Remediation.NONE,
+                               f"{s.label()}: Xid {e.xid} ({e.message or 'no message'}), not in the fatal list"))
+    for e in result.sxid_events:
+        s = Subject(subject.node, bus_id=e.bus_id, port=e.switch)
+        status = Status.FAIL if e.fatal else Status.WARN
+        out.append(Verdict("sxid", status, s, e.sxid, None, "", "NVSwitch SXid: 'Fatal' marks a fatal error",
+                           Remediation.REBOOT if e.fatal else Remediation.NONE,
+                           f"{s.label()}: SXid {e.sxid}: {e.message}"))
+    if not out:
+        out.append(Verdict("xid", Status.PASS, subject, 0, 0, "events", health.xid_fatal.source, Remediation.NONE,
+                           f"{subject.label()}: no Xid/SXid events in {result.lines_read} log lines"))
+    return out
+
+
+# ---------------------------------------------------------------- gdsio
+
+
+def judge_gdsio(result: GdsioResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """No SKU threshold exists for GPUDirect Storage yet: figures only (no-threshold)."""
+    return [judge(f"gdsio_{r.io_type.lower()}_{r.xfer_type.lower()}_gib_s", r.throughput_gib_s, None, "GiB/s",
+                  subject) for r in result.runs]
+
+
+# ---------------------------------------------------------------- training
+
+TRAIN_LOSS_SOURCE = ("gpuctl policy: on the memorisation task the loss must fall to <= 90% of its start "
+                     "(facts.md: 9.18 → 0.007 in 60 steps on an H200)")
+TRAIN_LOSS_RATIO = 0.9
+
+
+def judge_training(result: TrainingResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    if result.skipped is not None or result.final is None:
+        return [could_not_run("training", result.skipped or "no final record", subject, Remediation.RECONFIGURE)]
+    final = result.final
+    start, end = result.loss_start(), result.loss_end()
+    finite = all(math.isfinite(s.loss) for s in result.steps)
+    out = [judge_fact(
+        "train_loss_falls", finite and len(result.steps) >= 2 and end <= start * TRAIN_LOSS_RATIO,
+        value=round(end, 6) if finite else "non-finite", expected=round(start * TRAIN_LOSS_RATIO, 6),
+        subject=subject, source=TRAIN_LOSS_SOURCE, remediation=Remediation.RERUN,
+        message=(f"loss went from {start:.4g} to {end:.4g}, must fall to <= {start * TRAIN_LOSS_RATIO:.4g}"
+                 if finite else "loss became NaN/inf"),
+    ), judge_fact(
+        "train_ranks_agree", final.ranks_agree, value=len(set(final.param_checksum_per_rank)), expected=1,
+        unit="distinct checksums", subject=subject,
+        source="DDP keeps replicas identical: every rank's parameter checksum must be equal",
+        remediation=Remediation.VENDOR_RMA,
+        message=f"{len(set(final.param_checksum_per_rank))} distinct parameter checksums across "
+                f"{len(final.param_checksum_per_rank)} ranks (silent data corruption?)",
+    )]
+    if sku is None:
+        out.append(judge("train_tflops", final.achieved_tflops, None, "TFLOP/s", subject))
+    else:
+        peak = sku.dense_bf16_tflops.value * 1e12 * final.world_size
+        mfu = final.model_flops_per_token * final.tokens_per_s / peak
+        out.append(judge("train_mfu_fraction", mfu, _threshold(sku, "train_mfu_fraction"), "of peak", subject,
+                         remediation=Remediation.RECONFIGURE))
+    return out
