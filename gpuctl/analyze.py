@@ -1,0 +1,231 @@
+"""Judge a tool output that came from anywhere: parse it, list its figures, judge it.
+
+`analyze_text(kind, text, sku)` is what `gpuctl analyze KIND FILE` calls; bench and
+report code can call it too. Each kind pairs one parser with one judging helper from
+`gpuctl.verdicts` and a function that lists the headline figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl import verdicts as v
+from gpuctl.catalog import Sku
+from gpuctl.errors import ParseError
+from gpuctl.parsers.bandwidth import BandwidthResult, parse_bandwidth
+from gpuctl.parsers.dcgm import DcgmResultSet, parse_dcgmi_diag
+from gpuctl.parsers.fio import FioResult, parse_fio
+from gpuctl.parsers.gdsio import GdsioResult, parse_gdsio
+from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
+from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
+from gpuctl.parsers.nvidia_smi import (
+    NvidiaSmiFailure,
+    NvidiaSmiResult,
+    parse_nvidia_smi_q,
+    parse_nvidia_smi_xml,
+    parse_query_gpu_csv,
+)
+from gpuctl.parsers.nvlink import NvlinkResult, parse_nvlink_status
+from gpuctl.parsers.perftest import BwResult, LatResult, parse_ib_write_bw, parse_ib_write_lat
+from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
+from gpuctl.parsers.training import TrainingResult, parse_training_log
+from gpuctl.parsers.xid import XidResult, parse_xid_log
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    value: Any
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    kind: str
+    figures: tuple[Figure, ...]
+    verdicts: tuple[v.Verdict, ...]
+
+    @property
+    def status(self) -> v.Status:
+        return v.overall(self.verdicts)
+
+    @property
+    def failed(self) -> bool:
+        """True when any verdict failed or could not be judged (exit code 1)."""
+        return self.status in (v.Status.FAIL, v.Status.ERROR)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "status": self.status.value,
+            "figures": {f.name: {"value": f.value, "unit": f.unit} for f in self.figures},
+            "verdicts": [x.as_dict() for x in self.verdicts],
+        }
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _nccl_figures(r: NcclResult) -> list[Figure]:
+    return [
+        Figure("test", r.test), Figure("gpus", r.gpus), Figure("hosts", len(r.hosts)),
+        Figure("avg_busbw", r.avg_busbw_gb_s, "GB/s"), Figure("max_busbw", r.max_busbw_gb_s, "GB/s"),
+        Figure("max_algbw", r.max_algbw_gb_s, "GB/s"), Figure("large_msg_busbw", _r(r.large_msg_busbw_gb_s), "GB/s"),
+        Figure("wrong", r.wrong if r.validated else None), Figure("nccl_version", r.nccl_version),
+        Figure("rows", [{"size_bytes": x.size_bytes, "algbw_gb_s": x.oop_algbw_gb_s, "busbw_gb_s": x.oop_busbw_gb_s,
+                         "ip_busbw_gb_s": x.ip_busbw_gb_s, "wrong": x.oop_wrong} for x in r.rows]),
+    ]
+
+
+def _topo_figures(r: TopoResult) -> list[Figure]:
+    return [
+        Figure("gpus", len(r.gpus)), Figure("nics", list(r.nics)),
+        Figure("nvlink_full_mesh", r.nvlink_full_mesh()),
+        Figure("links", {f"{p.a}-{p.b}": p.code for p in r.gpu_pairs()}),
+    ]
+
+
+def _smi_figures(r: NvidiaSmiResult) -> list[Figure]:
+    out = [Figure("gpus", len(r.gpus)), Figure("driver_version", r.driver_version)]
+    for g in r.gpus:
+        p = f"gpu{g.index}."
+        out += [
+            Figure(p + "name", g.name), Figure(p + "bus_id", g.bus_id), Figure(p + "driver_version", g.driver_version),
+            Figure(p + "pcie_gen_current", g.pcie_gen_current), Figure(p + "pcie_gen_max", g.pcie_gen_max),
+            Figure(p + "pcie_width_current", g.pcie_width_current, "lanes"),
+            Figure(p + "pcie_width_max", g.pcie_width_max, "lanes"),
+            Figure(p + "memory_total", g.memory_total_mib, "MiB"), Figure(p + "persistence_mode", g.persistence_mode),
+            Figure(p + "ecc_mode", g.ecc_mode),
+            Figure(p + "ecc_volatile_uncorrectable", g.ecc_volatile_uncorrectable),
+            Figure(p + "retired_pages_pending", g.retired_pending),
+            Figure(p + "remapped_rows_pending", g.remap_pending),
+            Figure(p + "remapped_rows_failure", g.remap_failure),
+        ]
+    return out
+
+
+def _nvlink_figures(r: NvlinkResult) -> list[Figure]:
+    out: list[Figure] = [Figure("gpus", len(r.gpus))]
+    for g in r.gpus:
+        out += [Figure(f"gpu{g.index}.active_links", g.active_links),
+                Figure(f"gpu{g.index}.total", _r(g.total_gb_s), "GB/s")]
+    return out
+
+
+def _ibstat_figures(r: IbstatResult) -> list[Figure]:
+    out: list[Figure] = [Figure("cas", len(r.cas))]
+    for ca in r.cas:
+        for p in ca.ports:
+            out.append(Figure(f"{p.name}", f"{p.state}/{p.physical_state} {p.rate_gbps:g} Gb/s {p.link_layer}"))
+    return out
+
+
+def _bw_figures(r: BwResult) -> list[Figure]:
+    return [Figure("bw_average", _r(r.bw_avg_gbit_s), "Gb/s"), Figure("bw_peak", _r(r.bw_peak_gbit_s), "Gb/s"),
+            Figure("msg_size", r.msg_size_bytes, "bytes"), Figure("reported_unit", r.reported_unit),
+            Figure("sizes", len(r.rows))]
+
+
+def _lat_figures(r: LatResult) -> list[Figure]:
+    h = r.headline
+    return [Figure("msg_size", h.size_bytes, "bytes"), Figure("t_min", h.t_min_us, "us"),
+            Figure("t_typical", h.t_typical_us, "us"), Figure("t_avg", h.t_avg_us, "us"),
+            Figure("t_99", h.t_p99_us, "us"), Figure("t_99.9", h.t_p999_us, "us")]
+
+
+def _fio_figures(r: FioResult) -> list[Figure]:
+    return [
+        Figure("rw", ",".join(r.rw_modes)), Figure("read_iops", _r(r.read_iops, 1), "IOPS"),
+        Figure("write_iops", _r(r.write_iops, 1), "IOPS"),
+        Figure("read_bw", _r(r.read_bw_gb_s, 4), "GB/s"), Figure("write_bw", _r(r.write_bw_gb_s, 4), "GB/s"),
+        Figure("read_bw_mib", _r(r.read_bw_mib_s, 2), "MiB/s"),
+        Figure("write_bw_mib", _r(r.write_bw_mib_s, 2), "MiB/s"),
+    ]
+
+
+def _dcgm_figures(r: DcgmResultSet) -> list[Figure]:
+    return [Figure("dcgm_version", r.dcgm_version), Figure("gpus", len(r.device_ids) or None),
+            Figure("tests", len(r.tests)), Figure("failed", [t.name for t in r.failed])]
+
+
+def _bandwidth_figures(r: BandwidthResult) -> list[Figure]:
+    out: list[Figure] = [Figure("source", r.source), Figure("gpus", len(r.gpus))]
+    for g in r.gpus:
+        p = f"gpu{g.index}."
+        out += [Figure(p + "h2d", g.h2d_gb_s, "GB/s"), Figure(p + "d2h", g.d2h_gb_s, "GB/s"),
+                Figure(p + "hbm_copy", g.hbm_copy_gb_s, "GB/s")]
+        out += [Figure(f"{p}p2p_to_{peer}", val, "GB/s") for peer, val in sorted(g.p2p_gb_s.items())]
+    return out
+
+
+def _gdsio_figures(r: GdsioResult) -> list[Figure]:
+    out = []
+    for i, run in enumerate(r.runs):
+        p = f"run{i}.{run.io_type.lower()}_{run.xfer_type.lower()}."
+        out += [Figure(p + "throughput", run.throughput_gib_s, "GiB/s"),
+                Figure(p + "throughput_gb", _r(run.throughput_gb_s), "GB/s"),
+                Figure(p + "avg_latency", run.avg_latency_us, "us")]
+    return out
+
+
+def _xid_figures(r: XidResult) -> list[Figure]:
+    return [Figure("xid_events", len(r.events)), Figure("xid_codes", list(r.codes)),
+            Figure("sxid_events", len(r.sxid_events))]
+
+
+def _training_figures(r: TrainingResult) -> list[Figure]:
+    if r.final is None:
+        return [Figure("skipped", r.skipped)]
+    return [Figure("steps", len(r.steps)), Figure("loss_start", _r(r.loss_start(), 4)),
+            Figure("loss_end", _r(r.loss_end(), 4)), Figure("tokens_per_s", r.final.tokens_per_s, "tokens/s"),
+            Figure("world_size", r.final.world_size), Figure("model_tflops", _r(r.final.achieved_tflops, 1), "TFLOP/s"),
+            Figure("ranks_agree", r.final.ranks_agree)]
+
+
+@dataclass(frozen=True)
+class Kind:
+    parse: Callable[[str], Any]
+    judge: Callable[..., list[v.Verdict]]
+    figures: Callable[[Any], list[Figure]]
+    help: str
+
+
+KINDS: dict[str, Kind] = {
+    "nccl": Kind(parse_nccl_tests, v.judge_nccl, _nccl_figures, "nccl-tests output (all_reduce_perf, ...)"),
+    "topo": Kind(parse_topo_matrix, v.judge_topo, _topo_figures, "nvidia-smi topo -m"),
+    "nvidia-smi-q": Kind(parse_nvidia_smi_q, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q"),
+    "nvidia-smi-xml": Kind(parse_nvidia_smi_xml, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q -x"),
+    "nvidia-smi-csv": Kind(parse_query_gpu_csv, v.judge_nvidia_smi, _smi_figures,
+                           "nvidia-smi --query-gpu=<QUERY_GPU_FIELDS> --format=csv,noheader,nounits"),
+    "nvlink": Kind(parse_nvlink_status, v.judge_nvlink, _nvlink_figures, "nvidia-smi nvlink --status"),
+    "ibstat": Kind(parse_ibstat, v.judge_ibstat, _ibstat_figures, "ibstat"),
+    "ib_write_bw": Kind(parse_ib_write_bw, v.judge_ib_write_bw, _bw_figures, "perftest ib_write_bw"),
+    "ib_write_lat": Kind(parse_ib_write_lat, v.judge_ib_write_lat, _lat_figures, "perftest ib_write_lat"),
+    "fio": Kind(parse_fio, v.judge_fio, _fio_figures, "fio (JSON or text)"),
+    "dcgm": Kind(parse_dcgmi_diag, v.judge_dcgm, _dcgm_figures, "dcgmi diag -r N (table or -j JSON)"),
+    "bandwidth": Kind(parse_bandwidth, v.judge_bandwidth, _bandwidth_figures, "nvbandwidth or gpuctl-bwprobe JSON"),
+    "gdsio": Kind(parse_gdsio, v.judge_gdsio, _gdsio_figures, "gdsio summary lines"),
+    "xid": Kind(parse_xid_log, v.judge_xid, _xid_figures, "kernel log (dmesg, journalctl -k)"),
+    "training": Kind(parse_training_log, v.judge_training, _training_figures, "gpuctl training run JSON lines"),
+}
+
+
+def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = "<input>",
+                 subject: v.Subject = v.NODE) -> Analysis:
+    """Parse `text` as `kind` and judge it (against `sku` when given).
+
+    A ParseError is re-raised naming `source`; nvidia-smi's driver failures keep their
+    type (`DriverLibraryMismatch`, ...) so callers can still tell them apart."""
+    if kind not in KINDS:
+        raise ParseError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
+    k = KINDS[kind]
+    try:
+        result = k.parse(text)
+    except NvidiaSmiFailure as exc:
+        raise type(exc)(f"{source}: {exc}") from None
+    except ParseError as exc:
+        raise ParseError(f"{source}: {exc}") from None
+    return Analysis(kind, tuple(k.figures(result)), tuple(k.judge(result, sku, subject)))

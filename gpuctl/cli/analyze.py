@@ -1,0 +1,84 @@
+"""`gpuctl analyze KIND FILE`: parse and judge one tool output from anywhere."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.table import Table
+
+from gpuctl.analyze import KINDS, Analysis, analyze_text
+from gpuctl.catalog import load_sku
+from gpuctl.cli.common import console, emit_json, handle_errors, json_option
+from gpuctl.errors import ExitCode, ParseError
+
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "red", "no-threshold": "cyan",
+          "not-applicable": "dim"}
+
+
+def _read(file: str) -> str:
+    try:
+        if file == "-":
+            return sys.stdin.read()
+        with open(file, encoding="utf-8", errors="strict") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise ParseError(f"{file}: no such file") from None
+    except (UnicodeDecodeError, IsADirectoryError, PermissionError) as exc:
+        raise ParseError(f"{file}: cannot read it as text ({exc})") from None
+
+
+def _render(analysis: Analysis, file: str) -> None:
+    out = console()
+    figures = Table(title=f"{analysis.kind}: {file}", show_header=True)
+    figures.add_column("figure")
+    figures.add_column("value", overflow="fold")
+    figures.add_column("unit")
+    for f in analysis.figures:
+        if isinstance(f.value, list | dict) and len(str(f.value)) > 80:
+            value = f"{len(f.value)} entries (see --json)"
+        else:
+            value = "—" if f.value is None else str(f.value)
+        figures.add_row(f.name, value, f.unit)
+    out.print(figures)
+    table = Table(show_header=True)
+    for col in ("status", "check", "subject", "value", "threshold", "remediation", "message"):
+        table.add_column(col, overflow="fold")
+    for x in analysis.verdicts:
+        st = x.status.value
+        table.add_row(f"[{_STYLE.get(st, '')}]{st}[/]", x.check, x.subject.label(),
+                      "—" if x.value is None else f"{x.value} {x.unit}".strip(),
+                      "—" if x.threshold is None else str(x.threshold), x.remediation.value, x.message)
+    out.print(table)
+    st = analysis.status.value
+    out.print(f"status: [{_STYLE.get(st, '')}]{st}[/]")
+
+
+@click.command("analyze")
+@click.argument("kind", type=click.Choice(sorted(KINDS)), metavar="KIND")
+@click.argument("file", metavar="FILE")
+@click.option("--sku", "sku_name", default=None, metavar="SKU",
+              help="Judge against this SKU's thresholds (e.g. hgx-h100-80gb).")
+@json_option
+@handle_errors
+def analyze(kind: str, file: str, sku_name: str | None, as_json: bool) -> None:
+    """Parse a tool output FILE ('-' for stdin) of KIND and judge it.
+
+    \b
+    KIND: """ + ", ".join(sorted(KINDS)) + """.
+    Without --sku only checks that need no SKU are made (nccl #wrong = 0, ECC health,
+    Xid, ...). Exit 0 when nothing failed (warnings count as a pass), 1 when a check
+    failed or could not be judged, 2 when FILE cannot be read or parsed.
+    """
+    sku = load_sku(sku_name) if sku_name else None
+    analysis = analyze_text(kind, _read(file), sku, source=file)
+    if as_json:
+        emit_json(analysis.as_dict())
+    else:
+        _render(analysis, file)
+    if analysis.failed:
+        sys.exit(int(ExitCode.CHECKS_FAILED))
+
+
+def register(main: click.Group) -> None:
+    main.add_command(analyze)
