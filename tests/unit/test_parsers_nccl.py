@@ -1,0 +1,99 @@
+"""nccl-tests parser on recorded outputs (tests/data/fixtures/nccl/SOURCES.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuctl.errors import ParseError
+from gpuctl.parsers.nccl import parse_nccl_tests
+
+FIX = Path(__file__).parents[1] / "data" / "fixtures" / "nccl"
+
+
+def fixture(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+def test_oci_a100_single_node_allreduce() -> None:
+    r = parse_nccl_tests(fixture("nccl-allreduce-a100-1node-8gpu-oci.txt"))
+    assert r.avg_busbw_gb_s == pytest.approx(233.168)
+    assert r.max_busbw_gb_s == pytest.approx(233.34)
+    assert r.max_algbw_gb_s == pytest.approx(133.34)
+    assert r.large_msg_busbw_gb_s == pytest.approx(233.17)
+    assert (r.wrong, r.validated) == (0, True)
+    assert r.gpus == 8
+    assert r.hosts == ("inst-gpu-master",)
+    assert r.test == "all_reduce_perf"
+    assert r.nccl_version == "2.25.1"  # from nccl-library=22501
+    assert r.nccl_tests_version == "2.17.6"
+    assert len(r.rows) == 1
+    row = r.rows[0]
+    assert (row.size_bytes, row.count, row.dtype, row.redop, row.root) == (10737418240, 2684354560, "float", "sum", -1)
+    assert (row.oop_time_us, row.oop_algbw_gb_s, row.oop_busbw_gb_s, row.oop_wrong) == (80646.8, 133.14, 233.00, 0)
+    assert (row.ip_time_us, row.ip_algbw_gb_s, row.ip_busbw_gb_s, row.ip_wrong) == (80528.8, 133.34, 233.34, 0)
+    assert r.out_of_bounds == 0
+
+
+def test_oci_a100_two_nodes() -> None:
+    r = parse_nccl_tests(fixture("nccl-allreduce-a100-2node-16gpu-oci.txt"))
+    assert r.avg_busbw_gb_s == pytest.approx(220.921)
+    assert r.gpus == 16
+    assert r.hosts == ("inst-gpu-master", "inst-gpu-slave")
+    assert r.max_busbw_gb_s == pytest.approx(222.88)
+    assert r.nccl_version is None  # this output carries no version line
+
+
+def test_superbench_old_format_sweep() -> None:
+    r = parse_nccl_tests(fixture("nccl-allreduce-a100-1node-8gpu-sweep-superbench.txt"))
+    assert len(r.rows) == 34  # 0 B (twice) .. 8 GiB; the NCCL INFO line inside the table is skipped
+    assert r.avg_busbw_gb_s == pytest.approx(68.4048)
+    assert r.max_busbw_gb_s == pytest.approx(235.26)
+    assert r.max_algbw_gb_s == pytest.approx(134.44)
+    assert r.largest_size_bytes == 8589934592
+    assert r.large_msg_busbw_gb_s == pytest.approx((235.26 + 235.03) / 2)
+    assert r.rows[0].root is None and r.rows[0].oop_error is None
+    assert (r.wrong, r.validated) == (0, False)  # "error" column N/A: validation was off
+    assert r.gpus == 8
+
+
+HEADER = """# nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#  Rank  0 Group  0 Pid   1 on n1 device  0 [0x19] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid   2 on n1 device  1 [0x3b] NVIDIA H100 80GB HBM3
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
+"""
+ROW_OK = "  1073741824     268435456     float     sum      -1   4000.0  268.44  268.44       0   4001.0  268.37  268.37       0\n"
+ROW_WRONG = "  1073741824     268435456     float     sum      -1   4000.0  268.44  268.44      12   4001.0  268.37  268.37       3\n"
+AVG = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 268.405 \n"
+
+
+def test_nonzero_wrong_is_carried() -> None:
+    r = parse_nccl_tests(HEADER + ROW_WRONG + "# Out of bounds values : 15 FAILED\n# Avg bus bandwidth    : 268.405\n")
+    assert r.wrong == 15
+    assert r.validated
+
+
+def test_nccl_version_from_info_line_wins() -> None:
+    text = "n1:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n" + HEADER + ROW_OK + AVG
+    assert parse_nccl_tests(text).nccl_version == "2.21.5+cuda12.4"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "empty"),
+        ("   \n\n", "empty"),
+        ("# nThread 1 nGpus 8 minBytes 8 maxBytes 8\n", "no results table"),
+        (HEADER, "no rows"),
+        (HEADER + ROW_OK, "Avg bus bandwidth"),
+        (HEADER + "n1:5:5 [0] NCCL WARN Cuda failure 'out of memory'\n", "NCCL WARN"),
+        (HEADER + "n1: Test NCCL failure common.cu:958 'unhandled system error'\n", "Test NCCL failure"),
+        (HEADER + ROW_OK.replace("268.44  268.44", "268.44") + AVG, "fields"),
+        (HEADER + ROW_OK.replace("4000.0", "4,000") + AVG, "expected a number"),
+    ],
+)
+def test_unusable_output_raises(text: str, match: str) -> None:
+    with pytest.raises(ParseError, match=match):
+        parse_nccl_tests(text)
