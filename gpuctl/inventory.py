@@ -81,6 +81,13 @@ class Repos(_Strict):
         return v
 
 
+class Management(_Strict):
+    """The network gpuctl reaches the nodes on; its interface is never reconfigured."""
+
+    interface: str | None = Field(default=None, pattern=_IFNAME)
+    cidr: ipaddress.IPv4Network | None = None
+
+
 class IpoibSettings(_Strict):
     cidr: ipaddress.IPv4Network
     mode: Literal["connected", "datagram"] = "datagram"
@@ -186,6 +193,7 @@ class Inventory(_Strict):
     cluster: Cluster
     ssh: Ssh = Ssh()
     repos: Repos = Repos()
+    management: Management = Management()
     fabric: Fabric = Fabric(type="none")
     vlans: list[Vlan] = Field(default_factory=list)
     storage: Storage = Storage()
@@ -255,6 +263,14 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
         seen_ep.add(ep)
         if not re.match(r"^[A-Za-z0-9.:-]+$", n.address):
             err(("nodes", i, "address"), f"'{n.address}' is not a host name or IP address")
+        elif inv.management.cidr is not None:
+            try:
+                ip = ipaddress.IPv4Address(n.address)
+            except ValueError:
+                ip = None
+            if ip is not None and ip not in inv.management.cidr:
+                err(("nodes", i, "address"),
+                    f"{n.address} is outside the management network {inv.management.cidr}")
 
     # racks
     rack_names = Counter(r.name for r in inv.racks)
@@ -435,6 +451,7 @@ def validate_inventory_data(data: Any, smap: SourceMap, base_dir: Path) -> Loade
                                 f"matrix {matrix.matrix.name} has no packages for {inv.cluster.os} "
                                 f"(has: {', '.join(matrix.matrix.packages)})"))
     problems += _semantic(inv, smap, sku)
+    problems.sort(key=lambda p: smap.line_of(p.path) or 0)
     errors = [str(p) for p in problems if not p.warning]
     warnings = [str(p) for p in problems if p.warning]
     if errors:

@@ -120,7 +120,8 @@ def _r(name: str, ok: bool, good: str, bad: str, warn: bool = False) -> list[Rul
 def _cuda_min_driver(c: RuleContext) -> list[RuleResult]:
     need = c.compat.cuda_min_driver.versions.get(c.matrix.cuda.version)
     if need is None:
-        return [RuleResult("cuda-min-driver", "fail", f"CUDA {c.matrix.cuda.version} is not in the compatibility table")]
+        cuda = c.matrix.cuda.version
+        return [RuleResult("cuda-min-driver", "fail", f"CUDA {cuda} is not in the compatibility table")]
     have = c.matrix.driver.version
     return _r(
         "cuda-min-driver",

@@ -274,8 +274,8 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         "dcgm": comp("dcgm", matrix.dcgm.version),
     }
     ofed_on = matrix.ofed is not None and has_fabric
-    components["ofed"] = comp("ofed", matrix.ofed.version if matrix.ofed else "", ofed_on,
-                              "" if ofed_on else ("no fabric in the inventory" if not has_fabric else "matrix pins no OFED"))
+    ofed_reason = "" if ofed_on else ("no fabric in the inventory" if not has_fabric else "matrix pins no OFED")
+    components["ofed"] = comp("ofed", matrix.ofed.version if matrix.ofed else "", ofed_on, ofed_reason)
     gds_on = matrix.gds is not None and ofed_on
     components["gds"] = comp("gds", matrix.gds.version if matrix.gds else "", gds_on,
                              "" if gds_on else "GDS needs OFED on a fabric")
@@ -360,7 +360,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         sku=sku.name, matrix=matrix.name, driver_version=matrix.driver.version,
         driver_branch=matrix.driver.branch, driver_flavour=matrix.driver.flavour,
         components=components, services=tuple(services), kernel_modules=tuple(modules),
-        kernel_cmdline=("iommu=pt",) if sku.gpu.count > 1 else ("iommu=pt",),
+        kernel_cmdline=("iommu=pt",),
         blacklisted_modules=("nouveau",),
         sysctl={"vm.max_map_count": "1048576", "net.core.rmem_max": "134217728",
                 "net.core.wmem_max": "134217728", "kernel.numa_balancing": "0"},

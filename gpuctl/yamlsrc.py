@@ -57,10 +57,11 @@ def _construct(node: yaml.Node, path: FieldPath, smap: SourceMap, problems: list
             if key_node.tag == "tag:yaml.org,2002:merge":
                 problems.append(f"{smap.file}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported")
                 continue
-            key = _construct(key_node, path, smap, problems) if not isinstance(key_node, yaml.ScalarNode) else _scalar(key_node)
-            if isinstance(key, (list, dict)):
-                problems.append(f"{smap.file}:{key_node.start_mark.line + 1}: {format_path(path)}: a mapping key must be a plain value")
+            if not isinstance(key_node, yaml.ScalarNode):
+                line = key_node.start_mark.line + 1
+                problems.append(f"{smap.file}:{line}: {format_path(path)}: a mapping key must be a plain value")
                 continue
+            key = _scalar(key_node)
             child = (*path, key if isinstance(key, (str, int)) else str(key))
             if key in result:
                 problems.append(

@@ -1,0 +1,124 @@
+"""Inventory validation: every example validates; every broken rule is reported with its line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuctl.errors import InputError
+from gpuctl.inventory import load_inventory, load_inventory_text
+from gpuctl.paths import inventories_dir
+
+EXAMPLES = sorted(inventories_dir().glob("*.yaml"))
+H100 = (inventories_dir() / "h100-8x4.yaml").read_text()
+
+
+def problems_of(text: str) -> list[str]:
+    with pytest.raises(InputError) as exc:
+        load_inventory_text(text, "inv.yaml", base_dir=inventories_dir())
+    return exc.value.problems
+
+
+def line_of(text: str, needle: str) -> int:
+    for i, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return i
+    raise AssertionError(needle)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_validates(path: Path) -> None:
+    loaded = load_inventory(path)
+    assert loaded.inventory.nodes
+    assert loaded.sku.name == loaded.inventory.cluster.sku
+
+
+def test_acceptance_broken_copy_reports_every_problem_with_its_line() -> None:
+    text = H100.replace("repos: {mirror: null}", "repos: {mirror: null}\nfabrik: {type: infiniband}")
+    text = text.replace("{name: r01, power_kw: 20, cooling: liquid}", "{name: r01, power_kw: 10, cooling: air}")
+    text = text.replace("name: gpu-02, address: 10.0.0.12", "name: gpu-01, address: 10.0.0.12")
+    text = text.replace("name: gpu-03, address: 10.0.0.13, rack: r02", "name: gpu-03, address: 10.9.0.13, rack: r01")
+    text = text.replace("name: gpu-04, address: 10.0.0.14, rack: r02", "name: gpu-04, address: 10.0.0.14, rack: r09")
+    problems = problems_of(text)
+    joined = "\n".join(problems)
+    assert f"inv.yaml:{line_of(text, 'fabrik')}: fabrik: unknown key 'fabrik'; did you mean 'fabric'?" in joined
+    assert f"inv.yaml:{line_of(text, 'name: gpu-01, address: 10.0.0.12')}: nodes[1].name: duplicate node name" in joined
+    assert f"inv.yaml:{line_of(text, '10.9.0.13')}: nodes[2].address: 10.9.0.13 is outside the management" in joined
+    assert f"inv.yaml:{line_of(text, 'r09')}: nodes[3].rack: 'r09' is not a rack defined under racks" in joined
+    power = [p for p in problems if "racks[0].power_kw" in p]
+    assert power and "3 hgx-h100-80gb nodes at 7 kW each = 21 kW" in power[0]
+    assert f"inv.yaml:{line_of(text, 'name: r01, power_kw: 10')}:" in power[0]
+    assert len([p for p in problems if not p.startswith("warning")]) == 5
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("{id: 100, parent: eno1", "{id: 5000, parent: eno1", r"vlans\[0\]\.id: .*less than or equal to 4094"),
+        ("vlans:\n  - {id: 100, parent: eno1, name: storage, cidr: 10.100.0.0/24}",
+         "vlans:\n  - {id: 100, parent: eno1, name: storage, cidr: 10.100.0.0/24}\n"
+         "  - {id: 100, parent: eno1, name: other, cidr: 10.101.0.0/24}",
+         r"vlans\[1\]\.id: VLAN id 100 is defined more than once"),
+        ("rate_gbps: 400", "rate_gbps: 300", r"fabric\.rate_gbps: 300 is not a known infiniband rate"),
+        ('mgs_nids: ["10.100.0.5@tcp"]', 'mgs_nids: ["10.100.0.5-tcp"]',
+         r"mgs_nids\[0\]: '10.100.0.5-tcp' is not a Lustre NID"),
+        ('lnet: "tcp0(eno1.100)"', 'lnet: "tcp0 eno1"', r"lustre\.lnet: 'tcp0 eno1' is not an LNet"),
+        ("raid: {level: 0, devices: auto", "raid: {level: 1, devices: [/dev/nvme0n1]",
+         r"RAID1 needs at least 2 devices"),
+        ("raid: {level: 0, devices: auto", "raid: {level: 0, devices: [/dev/sda]", r"'/dev/sda' is not an NVMe"),
+        ("raid: {level: 0, devices: auto", "raid: {level: 0, devices: auto, wipe: [/dev/nvme0n1]",
+         r"wipe needs an explicit device list"),
+        ("fabric_ips: [192.168.1.11,", "fabric_ips: [172.16.1.11,", r"172.16.1.11 is outside the fabric network"),
+        ("sku: hgx-h100-80gb", "sku: hgx-h100-81gb", r"cluster\.sku: unknown SKU 'hgx-h100-81gb'"),
+        ("matrix: r570-cuda12.8", "matrix: r999", r"cluster\.matrix: unknown matrix 'r999'"),
+        ("os: ubuntu-22.04", "os: ubuntu-20.04", r"cluster\.os: Input should be"),
+        ("cpu_memory_gib: 2048,\n     fabric_ips: [192.168.1.11",
+         "cpu_memory_gib: 2048, bmc: x,\n     fabric_ips: [192.168.1.11",
+         r"nodes\[0\]\.bmc: unknown key 'bmc'"),
+    ],
+)
+def test_each_rule_fires_with_field_path(old: str, new: str, expected: str) -> None:
+    assert old in H100, old
+    problems = problems_of(H100.replace(old, new, 1))
+    assert any(re.search(expected, p) for p in problems), problems
+    assert all(re.match(r"(warning: )?inv\.yaml:\d+: ", p) for p in problems), problems
+
+
+def test_cpu_memory_below_sku_minimum_is_a_warning_not_an_error() -> None:
+    loaded = load_inventory_text(H100.replace("cpu_memory_gib: 2048", "cpu_memory_gib: 512", 1), "inv.yaml",
+                                 base_dir=inventories_dir())
+    assert any("512 GiB is below the hgx-h100-80gb minimum of 1024 GiB" in w for w in loaded.warnings)
+
+
+def test_liquid_rack_holds_more_than_an_air_rack() -> None:
+    text = H100.replace("rack: r02", "rack: r01")  # four nodes in one 20 kW rack: 28 kW
+    assert any("4 hgx-h100-80gb nodes" in p for p in problems_of(text))
+    ok = text.replace("{name: r01, power_kw: 20, cooling: liquid}", "{name: r01, power_kw: 30, cooling: liquid}")
+    assert load_inventory_text(ok, "inv.yaml", base_dir=inventories_dir()).inventory.racks[0].power_kw == 30
+
+
+def test_duplicate_yaml_key_is_an_error_not_last_wins() -> None:
+    problems = problems_of(H100.replace("ssh: {user: root", "ssh: {user: root, user: admin", 1))
+    assert any("ssh.user: duplicate key" in p for p in problems)
+
+
+def test_limit_selects_by_glob_and_rejects_no_match() -> None:
+    loaded = load_inventory(inventories_dir() / "h100-8x4.yaml")
+    assert [n.name for n in loaded.inventory.select(["gpu-0[12]"])] == ["gpu-01", "gpu-02"]
+    with pytest.raises(InputError, match="matches no node"):
+        loaded.inventory.select(["cpu-*"])
+
+
+def test_unreadable_and_non_mapping_files_are_input_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        load_inventory(tmp_path / "missing.yaml")
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(InputError, match="must be a YAML mapping"):
+        load_inventory(bad)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("cluster: {name: x\n")
+    with pytest.raises(InputError, match=r"broken.yaml:\d+: not valid YAML"):
+        load_inventory(broken)
