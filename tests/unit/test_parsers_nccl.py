@@ -64,8 +64,10 @@ HEADER = """# nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup ite
 #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
 """
-ROW_OK = "  1073741824     268435456     float     sum      -1   4000.0  268.44  268.44       0   4001.0  268.37  268.37       0\n"
-ROW_WRONG = "  1073741824     268435456     float     sum      -1   4000.0  268.44  268.44      12   4001.0  268.37  268.37       3\n"
+ROW_OK = ("  1073741824     268435456     float     sum      -1   4000.0  268.44  268.44       0"
+          "   4001.0  268.37  268.37       0\n")
+ROW_WRONG = ("  1073741824     268435456     float     sum      -1   4000.0  268.44  268.44      12"
+             "   4001.0  268.37  268.37       3\n")
 AVG = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 268.405 \n"
 
 

@@ -1,0 +1,68 @@
+"""dcgmi diag parser, table and JSON (tests/data/fixtures/dcgm/SOURCES.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuctl.errors import ParseError
+from gpuctl.parsers.dcgm import parse_dcgmi_diag
+
+FIX = Path(__file__).parents[1] / "data" / "fixtures" / "dcgm"
+
+
+def text(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+def test_p4de_r2_all_pass() -> None:
+    r = parse_dcgmi_diag(text("dcgmi-diag-r2-a100-8gpu-p4de-awsome.txt"))
+    assert (r.dcgm_version, r.driver_version) == ("3.3.3", "535.104.12")
+    assert r.device_ids == ("20b2",) * 8
+    assert len(r.tests) == 11
+    assert {t.status for t in r.tests} == {"pass"}
+    assert r.failed == ()
+    pcie = next(t for t in r.tests if t.name == "PCIe")
+    assert (pcie.category, pcie.results[0].gpus) == ("Integration", None)
+    assert r.tests[0].category == "Deployment"
+
+
+def test_table_with_failure_on_one_gpu() -> None:
+    r = parse_dcgmi_diag(text("dcgmi-diag-r2-table-fail-synthetic.txt"))
+    (mem,) = r.failed
+    assert (mem.name, mem.category) == ("GPU Memory", "Hardware")
+    assert [(x.status, x.gpus) for x in mem.results] == [("fail", (1,)), ("pass", (0,))]
+    assert mem.results[-1].warnings == ("GPU 1 Found 2 uncorrectable memory errors",)
+
+
+def test_json_form() -> None:
+    r = parse_dcgmi_diag(text("dcgmi-diag-r2-fail-synthetic.json"))
+    assert r.dcgm_version == "3.3.3"
+    assert [t.name for t in r.tests] == ["Denylist", "Persistence Mode", "GPU Memory", "PCIe"]
+    mem = r.tests[2]
+    assert mem.status == "fail"
+    assert mem.results[1].gpus == (1,)
+    assert mem.results[1].warnings == ("Found 2 uncorrectable memory errors on GPU 1",)
+    assert r.tests[3].results[1].status == "skip"
+    assert r.tests[0].results[0].gpus == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("out", "match"),
+    [
+        ("", "empty"),
+        ("Error: Unable to complete diagnostic for group 2. Return: (-21) Host engine connection invalid\n",
+         "did not run"),
+        ("Successfully ran diagnostic for group.\n+-----+-----+\n", "no test results"),
+        ("| Denylist                  | Pass                                           |\n", "closing border"),
+        ("| Denylist                  | Maybe                                          |\n"
+         "+---------------------------+------------------------------------------------+\n", "cannot read"),
+        ('{"DCGM GPU Diagnostic": {"test_categories": [], "version": "3.3.3"}}', "no test results"),
+        ('{"DCGM GPU Diagnostic": {"test_categories": [', "not valid"),
+        ('{"DCGM GPU Diagnostic": {"runtime_error": "GPU 0 not supported", "version": "4.2.3"}}', "did not run"),
+    ],
+)
+def test_unusable_output_raises(out: str, match: str) -> None:
+    with pytest.raises(ParseError, match=match):
+        parse_dcgmi_diag(out)
