@@ -1,0 +1,170 @@
+"""`gpuctl lab …`: bring the emulated-node lab up and down, inspect it, reach its nodes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from gpuctl.cli.common import console, emit_json, handle_errors, json_option
+
+
+@click.group("lab")
+def lab_group() -> None:
+    """Emulated bare-metal nodes (QEMU) for rehearsal and testing."""
+
+
+@lab_group.command("up")
+@click.option("--nodes", "nodes", type=int, default=2, show_default=True, help="Number of nodes.")
+@click.option("--sku", default="hgx-h100-80gb", show_default=True, help="SKU the nodes pretend to be.")
+@click.option("--nvme", type=int, default=4, show_default=True, help="NVMe drives per node.")
+@click.option("--nvme-size", "nvme_size_gb", type=int, default=2, show_default=True,
+              help="Size of each NVMe drive in GiB (sparse).")
+@click.option("--smp", type=int, default=2, show_default=True, help="vCPUs per node.")
+@click.option("--memory", "memory_mb", type=int, default=1536, show_default=True,
+              help="Memory per node in MiB.")
+@click.option("--matrix", default="r570-cuda12.8", show_default=True,
+              help="Version matrix written into the lab inventory.")
+@click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Where to write the lab inventory (default: the lab state dir).")
+@click.option("--timeout", "boot_timeout", type=float, default=240.0, show_default=True,
+              help="Seconds to wait for SSH on each node.")
+@json_option
+@handle_errors
+def up_cmd(nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: int, memory_mb: int,
+           matrix: str, inventory_path: Path | None, boot_timeout: float, as_json: bool) -> None:
+    """Build the image (once), start the caches, the fabric and NODES QEMU nodes."""
+    from gpuctl.lab.nodes import up
+
+    state = up(nodes, sku, nvme, nvme_size_gb=nvme_size_gb, smp=smp, memory_mb=memory_mb,
+               matrix=matrix, inventory_path=inventory_path.resolve() if inventory_path else None,
+               boot_timeout=boot_timeout)
+    if as_json:
+        emit_json({"inventory": state.inventory_path, "nodes": {
+            n.name: {"ssh_port": n.ssh_port, "pid": n.process.pid if n.process else None}
+            for n in state.nodes}, "key": state.key_path})
+        return
+    out = console()
+    for node in state.nodes:
+        out.print(f"{node.name}: ssh -p {node.ssh_port} root@127.0.0.1  (gpuctl lab ssh {node.name})")
+    out.print(f"inventory: {state.inventory_path}")
+
+
+@lab_group.command("down")
+@json_option
+@handle_errors
+def down_cmd(as_json: bool) -> None:
+    """Stop every lab process and remove the nodes' disks."""
+    from gpuctl.lab.nodes import down
+
+    stopped = down()
+    if as_json:
+        emit_json({"stopped": stopped})
+    else:
+        console().print("stopped: " + (", ".join(stopped) or "nothing was running"))
+
+
+@lab_group.command("status")
+@json_option
+@handle_errors
+def status_cmd(as_json: bool) -> None:
+    """Nodes and services of the lab: PIDs alive, ports, SSH reachable."""
+    from rich.table import Table
+
+    from gpuctl.lab.nodes import status
+
+    info = status()
+    if as_json:
+        emit_json(info)
+        return
+    out = console()
+    if not info["nodes"]:
+        out.print(f"no lab (state {info['state']})")
+        return
+    table = Table("node", "pid", "alive", "ssh port", "ssh", "rss MiB", "fabric ip")
+    for n in info["nodes"]:
+        table.add_row(n["name"], str(n["pid"]), _yes(n["alive"]), str(n["ssh_port"]),
+                      _yes(n["ssh"]), str(n["rss_mb"] or "-"), n["fabric_ip"])
+    out.print(table)
+    services = Table("service", "pid", "alive", "port")
+    for s in info["services"]:
+        services.add_row(s["name"], str(s["pid"]), _yes(s["alive"]), str(s["port"] or "-"))
+    out.print(services)
+    out.print(f"inventory: {info['inventory']}")
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+@lab_group.command("ssh", context_settings={"ignore_unknown_options": True})
+@click.argument("node")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@handle_errors
+def ssh_cmd(node: str, command: tuple[str, ...]) -> None:
+    """Open a shell on NODE, or run COMMAND there (`gpuctl lab ssh gpu-01 -- uname -r`)."""
+    from gpuctl.errors import ExecutionError
+    from gpuctl.lab.ssh import ssh_argv
+    from gpuctl.lab.state import load_state
+
+    state = load_state()
+    if state is None:
+        raise ExecutionError("no lab is running: run `gpuctl lab up` first")
+    target = state.node(node)
+    argv = ssh_argv(target.ssh_port, state.key_path, state.known_hosts,
+                    list(command) if command else None, tty=not command and sys.stdin.isatty())
+    sys.exit(subprocess.call(argv))
+
+
+@lab_group.command("kill")
+@click.argument("node")
+@handle_errors
+def kill_cmd(node: str) -> None:
+    """Hard-kill NODE's QEMU (like pulling the power cord)."""
+    from gpuctl.lab.nodes import kill_node
+
+    kill_node(node)
+    console().print(f"{node}: killed")
+
+
+@lab_group.command("start")
+@click.argument("node")
+@handle_errors
+def start_cmd(node: str) -> None:
+    """Start a killed NODE again on its own disks and wait for SSH."""
+    from gpuctl.lab.nodes import start_node
+
+    waited = start_node(node)
+    console().print(f"{node}: SSH after {waited:.0f} s")
+
+
+@lab_group.command("image")
+@click.option("--force", is_flag=True, help="Rebuild even if the cached image exists.")
+@json_option
+@handle_errors
+def image_cmd(force: bool, as_json: bool) -> None:
+    """Build (or show) the cached base image."""
+    from pathlib import Path as _Path
+
+    from gpuctl.lab.image import build_image
+    from gpuctl.lab.netcache import apt_cache_dir, start_server
+    from gpuctl.lab.state import state_root, stop_process
+
+    port, rec = start_server("proxy", apt_cache_dir(), _Path(state_root()) / "image-run")
+    try:
+        image = build_image(proxy_port=port, force=force)
+    finally:
+        stop_process(rec, "apt-proxy")
+    info = {"directory": str(image.directory), "kernel_version": image.kernel_version,
+            "root": str(image.root), "disk": str(image.disk)}
+    if as_json:
+        emit_json(info)
+    else:
+        for key, value in info.items():
+            console().print(f"{key}: {value}")
+
+
+def register(main: click.Group) -> None:
+    main.add_command(lab_group)

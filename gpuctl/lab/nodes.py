@@ -1,0 +1,417 @@
+"""Lab nodes: QEMU (TCG) guests on the cached image, their fabric switch, and the lab's
+lifecycle (`up`, `down`, `status`, `kill_node`, `start_node`) and inventory.
+
+Each node gets a qcow2 overlay over the base image, K emulated NVMe drives (sparse
+raw files), a management NIC on QEMU user networking (SSH forwarded from a free
+127.0.0.1 port) and a fabric NIC (eth1) on a ``vde_switch`` listening on a unix
+socket in the state dir. Nothing listens on any address but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuctl.errors import ExecutionError, InputError
+from gpuctl.lab import check_host_tools
+from gpuctl.lab.image import Image, build_image, load_image
+from gpuctl.lab.netcache import apt_cache_dir, repo_dir, start_server
+from gpuctl.lab.ssh import ensure_lab_key, ssh_reachable, wait_for_ssh, write_known_hosts
+from gpuctl.lab.state import (
+    LabState,
+    NodeState,
+    ProcessRecord,
+    free_port,
+    load_state,
+    port_listening,
+    save_state,
+    state_path,
+    state_root,
+    stop_process,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NODES = 2
+DEFAULT_NVME = 4
+DEFAULT_NVME_SIZE_GB = 2
+DEFAULT_SKU = "hgx-h100-80gb"
+DEFAULT_MATRIX = "r570-cuda12.8"
+#: vCPUs and memory per node; see the lab README figures in the module tests' report.
+DEFAULT_SMP = 2
+DEFAULT_MEMORY_MB = 1536
+DEFAULT_BOOT_TIMEOUT_S = 240.0
+MAX_NODES = 32
+
+FABRIC_NETDEV = "eth1"
+FABRIC_CIDR = "192.168.50.0/24"
+VLAN_ID = 100
+VLAN_CIDR = "10.100.0.0/24"
+HOST_OFFSET = 10  # gpu-01 -> .11
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Deterministic per-node names and addresses."""
+
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"gpu-{self.index:02d}"
+
+    @property
+    def mac_mgmt(self) -> str:
+        return f"52:54:00:6c:00:{self.index:02x}"
+
+    @property
+    def mac_fabric(self) -> str:
+        return f"52:54:00:6c:01:{self.index:02x}"
+
+    @property
+    def fabric_ip(self) -> str:
+        return f"192.168.50.{HOST_OFFSET + self.index}"
+
+    @property
+    def vlan_ip(self) -> str:
+        return f"10.100.0.{HOST_OFFSET + self.index}"
+
+
+def kernel_cmdline(node: NodeState, apt_proxy: str) -> str:
+    return " ".join([
+        "console=ttyS0", "root=/dev/vda", "rw", "net.ifnames=0", "biosdevname=0",
+        f"systemd.hostname={node.name}", f"gpuctl.apt_proxy={apt_proxy}",
+    ])
+
+
+def qemu_argv(node: NodeState, image: Image, state: LabState) -> list[str]:
+    """The QEMU command line for one node (no shell involved)."""
+    argv = [
+        "qemu-system-x86_64",
+        "-name", f"gpuctl-lab-{node.name}",
+        "-nodefaults", "-no-user-config",
+        "-machine", "pc", "-accel", "tcg,thread=multi", "-cpu", "max",
+        "-smp", str(state.smp), "-m", str(state.memory_mb),
+        "-display", "none", "-monitor", "none",
+        "-chardev", f"file,id=serial0,path={node.serial_log}",
+        "-serial", "chardev:serial0",
+        "-kernel", str(image.kernel), "-initrd", str(image.initrd),
+        "-append", kernel_cmdline(node, state.apt_proxy_url),
+        "-drive", f"file={node.overlay},if=virtio,format=qcow2,discard=unmap",
+        "-device", "virtio-rng-pci",
+        "-netdev", f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{node.ssh_port}-:22",
+        "-device", f"virtio-net-pci,netdev=mgmt,mac={node.mac_mgmt}",
+        "-netdev", f"vde,id=fabric,sock={state.vde_socket}",
+        "-device", f"virtio-net-pci,netdev=fabric,mac={node.mac_fabric}",
+    ]
+    for k, path in enumerate(node.nvme):
+        argv += [
+            "-drive", f"file={path},format=raw,if=none,id=nvme{k}",
+            "-device", f"nvme,serial=GPUCTL{node.index:02d}N{k},drive=nvme{k}",
+        ]
+    return argv
+
+
+def _node_dir(state: LabState, name: str) -> Path:
+    return Path(state.state_dir) / "nodes" / name
+
+
+def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as out:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True)
+
+
+def _start_qemu(state: LabState, node: NodeState) -> None:
+    log_path = Path(state.state_dir) / "logs" / f"{node.name}.qemu.log"
+    Path(node.serial_log).parent.mkdir(parents=True, exist_ok=True)
+    Path(node.serial_log).write_bytes(b"")
+    proc = _spawn(node.argv, log_path)
+    node.process = ProcessRecord(proc.pid, node.overlay)
+    try:
+        proc.wait(timeout=0.5)
+    except subprocess.TimeoutExpired:
+        return
+    raise ExecutionError(
+        f"{node.name}: QEMU exited at once (exit {proc.returncode}); "
+        f"{log_path}:\n{log_path.read_text()[-2000:]}"
+    )
+
+
+def _start_vde(state: LabState) -> None:
+    sock = Path(state.state_dir) / "fabric.vde"
+    pidfile = Path(state.state_dir) / "fabric.pid"
+    pidfile.unlink(missing_ok=True)
+    if sock.exists():
+        shutil.rmtree(sock)
+    argv = ["vde_switch", "--sock", str(sock), "--daemon", "--pidfile", str(pidfile),
+            "--numports", str(MAX_NODES + 4)]
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if pidfile.exists() and pidfile.read_text().strip():
+            state.vde = ProcessRecord(int(pidfile.read_text().strip()), str(sock))
+            state.vde_socket = str(sock)
+            return
+        time.sleep(0.05)
+    raise ExecutionError(f"vde_switch did not write its pid file {pidfile}")
+
+
+def _make_node(state: LabState, image: Image, layout: NodeLayout, taken: set[int],
+               nvme: int, nvme_size_gb: int) -> NodeState:
+    ndir = _node_dir(state, layout.name)
+    ndir.mkdir(parents=True, exist_ok=True)
+    overlay = ndir / "root.qcow2"
+    subprocess.run(
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.disk), "-F", "raw",
+         str(overlay)],
+        check=True, capture_output=True, stdin=subprocess.DEVNULL,
+    )
+    drives = []
+    for k in range(nvme):
+        path = ndir / f"nvme{k}.img"
+        with path.open("wb") as fh:
+            fh.truncate(nvme_size_gb * 1024**3)
+        drives.append(str(path))
+    port = free_port(avoid=taken)
+    taken.add(port)
+    node = NodeState(
+        name=layout.name, index=layout.index, ssh_port=port, overlay=str(overlay), nvme=drives,
+        mac_mgmt=layout.mac_mgmt, mac_fabric=layout.mac_fabric,
+        serial_log=str(Path(state.state_dir) / "logs" / f"{layout.name}.serial.log"),
+        fabric_ip=layout.fabric_ip, vlan_ips={VLAN_ID: layout.vlan_ip},
+    )
+    node.argv = qemu_argv(node, image, state)
+    return node
+
+
+def _check_args(nodes: int, nvme: int, smp: int, memory_mb: int) -> None:
+    problems = []
+    if not 1 <= nodes <= MAX_NODES:
+        problems.append(f"--nodes must be 1..{MAX_NODES}, not {nodes}")
+    if not 0 <= nvme <= 8:
+        problems.append(f"--nvme must be 0..8, not {nvme}")
+    if not 1 <= smp <= 8:
+        problems.append(f"--smp must be 1..8, not {smp}")
+    if memory_mb < 512:
+        problems.append(f"--memory must be at least 512 MiB, not {memory_mb}")
+    if problems:
+        raise InputError("invalid lab options", problems)
+
+
+def up(
+    nodes: int = DEFAULT_NODES,
+    sku: str = DEFAULT_SKU,
+    nvme: int = DEFAULT_NVME,
+    *,
+    nvme_size_gb: int = DEFAULT_NVME_SIZE_GB,
+    smp: int = DEFAULT_SMP,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    matrix: str = DEFAULT_MATRIX,
+    inventory_path: Path | None = None,
+    boot_timeout: float = DEFAULT_BOOT_TIMEOUT_S,
+) -> LabState:
+    """Bring the lab up: apt cache, image (built once), repo server, fabric, N nodes;
+    wait for SSH on every node and write the lab inventory. On failure, everything
+    started is stopped again before the error is raised."""
+    _check_args(nodes, nvme, smp, memory_mb)
+    check_host_tools()
+    previous = load_state()
+    if previous is not None:
+        if any(rec.alive() for rec in previous.processes().values()):
+            raise ExecutionError(
+                f"a lab is already running (state {state_path()}): run `gpuctl lab down` first"
+            )
+        down()
+    sdir = state_root()
+    sdir.mkdir(parents=True, exist_ok=True)
+    key = ensure_lab_key()
+    state = LabState(
+        sku=sku, smp=smp, memory_mb=memory_mb, nvme_count=nvme, nvme_size_gb=nvme_size_gb,
+        image_dir="", key_path=str(key.path), known_hosts=str(sdir / "known_hosts"),
+        state_dir=str(sdir), repo_dir=str(repo_dir()), profile_dir=str(sdir / "profiles"),
+        inventory_path=str(inventory_path or sdir / "inventory.yaml"),
+    )
+    Path(state.profile_dir).mkdir(parents=True, exist_ok=True)
+    save_state(state)
+    started = time.monotonic()
+    try:
+        run_dir = sdir / "run"
+        state.proxy_port, state.proxy = start_server("proxy", apt_cache_dir(), run_dir)
+        save_state(state)
+        image = build_image(proxy_port=state.proxy_port)
+        state.image_dir = str(image.directory)
+        state.repo_port, state.repo_http = start_server("repo", repo_dir(), run_dir)
+        save_state(state)
+        _start_vde(state)
+        save_state(state)
+        taken = {state.proxy_port, state.repo_port}
+        for i in range(1, nodes + 1):
+            state.nodes.append(_make_node(state, image, NodeLayout(i), taken, nvme, nvme_size_gb))
+        write_known_hosts(Path(state.known_hosts), image.host_public_key,
+                          [n.ssh_port for n in state.nodes])
+        boot_start = time.monotonic()
+        for node in state.nodes:
+            _start_qemu(state, node)
+            save_state(state)
+        with ThreadPoolExecutor(max_workers=len(state.nodes)) as pool:
+            waits = list(pool.map(lambda n: wait_for_ssh(n, boot_timeout, state=state),
+                                  state.nodes))
+        for node, waited in zip(state.nodes, waits, strict=True):
+            log.info("%s: SSH after %.1f s (port %d)", node.name, waited, node.ssh_port)
+        log.info("lab: %d node(s) up, boot-to-SSH %.1f s, total %.1f s", len(state.nodes),
+                 time.monotonic() - boot_start, time.monotonic() - started)
+        inventory = Path(state.inventory_path)
+        inventory.parent.mkdir(parents=True, exist_ok=True)
+        inventory.write_text(render_lab_inventory(state, matrix=matrix))
+        save_state(state)
+    except BaseException:
+        log.error("lab up failed; stopping what was started")
+        try:
+            down(state)
+        except Exception:  # the original error matters more
+            log.exception("cleanup after failed lab up also failed")
+        raise
+    return state
+
+
+def down(state: LabState | None = None) -> list[str]:
+    """Stop every process the lab started (by recorded PID), remove overlays and NVMe
+    images and the state file. Returns the names of the processes that were running.
+    Serial and QEMU logs stay under ``<state>/logs/`` for post-mortems."""
+    lab = state or load_state()
+    if lab is None:
+        return []
+    stopped = [name for name, rec in lab.processes().items() if stop_process(rec, name)]
+    ports = [n.ssh_port for n in lab.nodes] + [lab.proxy_port, lab.repo_port]
+    busy = [p for p in ports if p and port_listening(p)]
+    if busy:
+        log.warning("ports still answering after lab down: %s", busy)
+    sdir = Path(lab.state_dir)
+    for path in (sdir / "nodes", sdir / "fabric.vde", sdir / "run"):
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+    for path in (sdir / "fabric.pid", Path(lab.known_hosts), sdir / "state.json"):
+        path.unlink(missing_ok=True)
+    if lab.inventory_path and Path(lab.inventory_path) == sdir / "inventory.yaml":
+        Path(lab.inventory_path).unlink(missing_ok=True)
+    log.info("lab down: stopped %s", ", ".join(stopped) or "nothing")
+    return stopped
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def status(check_ssh: bool = True) -> dict[str, Any]:
+    """The lab as recorded and as found: processes alive, ports, SSH reachable, RSS."""
+    lab = load_state()
+    if lab is None:
+        return {"running": False, "state": str(state_path()), "nodes": [], "services": []}
+    nodes = []
+    for node in lab.nodes:
+        alive = node.process is not None and node.process.alive()
+        nodes.append({
+            "name": node.name,
+            "pid": node.process.pid if node.process else None,
+            "alive": alive,
+            "ssh_port": node.ssh_port,
+            "ssh": bool(alive and check_ssh and ssh_reachable(node, lab, timeout=5)),
+            "rss_mb": _rss_mb(node.process.pid) if alive and node.process else None,
+            "fabric_ip": node.fabric_ip,
+            "serial_log": node.serial_log,
+        })
+    services = []
+    for name, rec, port in (("apt-proxy", lab.proxy, lab.proxy_port),
+                            ("repo-http", lab.repo_http, lab.repo_port),
+                            ("vde_switch", lab.vde, None)):
+        services.append({"name": name, "pid": rec.pid if rec else None,
+                         "alive": bool(rec and rec.alive()), "port": port})
+    return {
+        "running": any(n["alive"] for n in nodes),
+        "state": str(state_path()),
+        "sku": lab.sku,
+        "inventory": lab.inventory_path,
+        "key": lab.key_path,
+        "apt_proxy": lab.apt_proxy_url,
+        "repo_url": lab.repo_url,
+        "nodes": nodes,
+        "services": services,
+    }
+
+
+def _require_state() -> LabState:
+    lab = load_state()
+    if lab is None:
+        raise ExecutionError("no lab is running: run `gpuctl lab up` first")
+    return lab
+
+
+def kill_node(node: str) -> None:
+    """Hard-kill one node's QEMU (SIGKILL, like pulling the power); its overlay stays."""
+    lab = _require_state()
+    target = lab.node(node)
+    if target.process is None or not target.process.alive():
+        raise ExecutionError(f"{node}: not running")
+    stop_process(target.process, f"qemu:{node}", hard=True)
+    log.info("%s: killed (pid %d)", node, target.process.pid)
+
+
+def start_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIMEOUT_S) -> float:
+    """Start a stopped node again on the same overlay, drives and port.
+
+    Returns the seconds until SSH answered (0.0 if `wait` is False)."""
+    lab = _require_state()
+    target = lab.node(node)
+    if target.process is not None and target.process.alive():
+        raise ExecutionError(f"{node}: already running (pid {target.process.pid})")
+    if port_listening(target.ssh_port):
+        raise ExecutionError(f"{node}: port 127.0.0.1:{target.ssh_port} is taken by another process")
+    _start_qemu(lab, target)
+    save_state(lab)
+    return wait_for_ssh(target, timeout, state=lab) if wait else 0.0
+
+
+def render_lab_inventory(state: LabState, matrix: str = DEFAULT_MATRIX) -> str:
+    """The inventory YAML for the running lab (schema: the lead's inventory model)."""
+    data: dict[str, Any] = {
+        "cluster": {"name": "lab", "sku": state.sku, "matrix": matrix, "os": "debian-12"},
+        "ssh": {"user": "root", "key": state.key_path, "known_hosts": state.known_hosts},
+        "repos": {"mirror": state.repo_url, "apt_proxy": state.apt_proxy_url},
+        "fabric": {"type": "roce", "rate_gbps": 400, "hcas_per_node": 1,
+                   "netdev": FABRIC_NETDEV, "cidr": FABRIC_CIDR},
+        "vlans": [{"id": VLAN_ID, "parent": FABRIC_NETDEV, "name": "storage", "cidr": VLAN_CIDR}],
+        "storage": {"raid": {"level": 0, "devices": "auto", "fs": "xfs", "mount": "/raid"}},
+        "racks": [{"name": "lab", "power_kw": 100, "cooling": "liquid"}],
+        "nodes": [
+            {"name": n.name, "address": "127.0.0.1", "ssh_port": n.ssh_port, "rack": "lab",
+             "fabric_ip": n.fabric_ip, "vlan_ips": dict(n.vlan_ips)}
+            for n in state.nodes
+        ],
+        "lab": {"state": str(Path(state.state_dir) / "state.json"),
+                "profile_dir": state.profile_dir, "nvme_per_node": state.nvme_count},
+    }
+    header = "# Written by `gpuctl lab up` for the running lab; rewritten at every `lab up`.\n"
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+
+
+def image_for(state: LabState) -> Image:
+    image = load_image(Path(state.image_dir))
+    if image is None:
+        raise ExecutionError(f"the lab image {state.image_dir} is gone: run `gpuctl lab up` again")
+    return image
