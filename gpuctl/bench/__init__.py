@@ -1,0 +1,1 @@
+"""Smoke and acceptance benchmarks: suites, remote execution, pairing, judging (see run.py)."""
