@@ -612,7 +612,8 @@ def judge_training(result: TrainingResult, sku: Sku | None = None, subject: Subj
     if result.skipped is not None or result.final is None:
         return [could_not_run("training", result.skipped or "no final record", subject, Remediation.RECONFIGURE)]
     final = result.final
-    start, end = result.loss_start(), result.loss_end()
+    window = max(1, min(3, len(result.steps) // 2))  # first/last few steps, never overlapping
+    start, end = result.loss_start(window), result.loss_end(window)
     finite = all(math.isfinite(s.loss) for s in result.steps)
     out = [judge_fact(
         "train_loss_falls", finite and len(result.steps) >= 2 and end <= start * TRAIN_LOSS_RATIO,
