@@ -42,8 +42,9 @@ def _render(analysis: Analysis, file: str) -> None:
         figures.add_row(f.name, value, f.unit)
     out.print(figures)
     table = Table(show_header=True)
-    for col in ("status", "check", "subject", "value", "threshold", "remediation", "message"):
-        table.add_column(col, overflow="fold")
+    for col in ("status", "check", "subject", "value", "threshold", "remediation"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("message", overflow="fold", min_width=20)
     for x in analysis.verdicts:
         st = x.status.value
         table.add_row(f"[{_STYLE.get(st, '')}]{st}[/]", x.check, x.subject.label(),
@@ -54,7 +55,16 @@ def _render(analysis: Analysis, file: str) -> None:
     out.print(f"status: [{_STYLE.get(st, '')}]{st}[/]")
 
 
-@click.command("analyze")
+HELP = (
+    "Parse a tool output FILE ('-' for stdin) of KIND and judge it.\n\n"
+    "\b\nKIND: " + ", ".join(sorted(KINDS)) + ".\n\n"
+    "Without --sku only checks that need no SKU are made (nccl #wrong = 0, ECC health, Xid, ...). "
+    "Exit 0 when nothing failed (warnings count as a pass), 1 when a check failed or could not be "
+    "judged, 2 when FILE cannot be read or parsed."
+)
+
+
+@click.command("analyze", help=HELP)
 @click.argument("kind", type=click.Choice(sorted(KINDS)), metavar="KIND")
 @click.argument("file", metavar="FILE")
 @click.option("--sku", "sku_name", default=None, metavar="SKU",
@@ -62,14 +72,6 @@ def _render(analysis: Analysis, file: str) -> None:
 @json_option
 @handle_errors
 def analyze(kind: str, file: str, sku_name: str | None, as_json: bool) -> None:
-    """Parse a tool output FILE ('-' for stdin) of KIND and judge it.
-
-    \b
-    KIND: """ + ", ".join(sorted(KINDS)) + """.
-    Without --sku only checks that need no SKU are made (nccl #wrong = 0, ECC health,
-    Xid, ...). Exit 0 when nothing failed (warnings count as a pass), 1 when a check
-    failed or could not be judged, 2 when FILE cannot be read or parsed.
-    """
     sku = load_sku(sku_name) if sku_name else None
     analysis = analyze_text(kind, _read(file), sku, source=file)
     if as_json:

@@ -1,0 +1,127 @@
+"""`gpuctl analyze` through click's CliRunner: exit codes 0/1/2 and the JSON shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuctl.analyze import KINDS
+from gpuctl.cli.main import main
+
+FIX = Path(__file__).parents[1] / "data" / "fixtures"
+OCI = str(FIX / "nccl" / "nccl-allreduce-a100-1node-8gpu-oci.txt")
+
+
+def run(*args: str, stdin: str | None = None):
+    return CliRunner().invoke(main, ["analyze", *args], input=stdin)
+
+
+def test_json_shape_and_exit_0() -> None:
+    res = run("nccl", OCI, "--sku", "hgx-a100-80gb", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert set(doc) == {"kind", "figures", "verdicts", "status"}
+    assert (doc["kind"], doc["status"]) == ("nccl", "pass")
+    assert doc["figures"]["avg_busbw"] == {"value": 233.168, "unit": "GB/s"}
+    assert doc["figures"]["max_busbw"]["value"] == 233.34
+    assert doc["figures"]["max_algbw"]["value"] == 133.34
+    assert doc["figures"]["wrong"]["value"] == 0
+    assert doc["figures"]["nccl_version"]["value"] == "2.25.1"
+    assert doc["figures"]["rows"]["value"][0]["size_bytes"] == 10737418240
+    busbw = next(v for v in doc["verdicts"] if v["check"] == "all_reduce_busbw_gb_s")
+    assert set(busbw) == {"check", "status", "value", "threshold", "unit", "source", "subject", "remediation",
+                          "message"}
+    assert (busbw["status"], busbw["threshold"], busbw["unit"], busbw["remediation"]) == ("pass", 228, "GB/s", "none")
+    assert "azurehpc" in busbw["source"].lower()
+
+
+def test_without_sku_only_parse_level_verdicts() -> None:
+    doc = json.loads(run("nccl", OCI, "--json").output)
+    assert [v["check"] for v in doc["verdicts"]] == ["nccl_wrong"]
+
+
+def test_fail_exits_1_and_still_prints() -> None:
+    res = run("nccl", OCI, "--sku", "hgx-h100-80gb", "--json")
+    assert res.exit_code == 1
+    doc = json.loads(res.output)
+    assert doc["status"] == "fail"
+    v = next(v for v in doc["verdicts"] if v["check"] == "all_reduce_busbw_gb_s")
+    assert (v["status"], v["threshold"], v["remediation"]) == ("fail", 460, "reconfigure")
+
+
+def test_topo_4x2_human_table_exit_1() -> None:
+    res = run("topo", str(FIX / "topo" / "topo-pcie-or-partial-4gpu-v100-ac922-nv3-pairs.txt"), "--sku",
+              "hgx-h100-80gb")
+    assert res.exit_code == 1
+    assert "nvlink_pair" in res.output and "vendor_rma" in res.output and "status: fail" in res.output
+
+
+def test_warn_counts_as_pass() -> None:
+    probe = json.dumps({"tool": "gpuctl-bwprobe", "version": 1, "gpus": [
+        {"index": 0, "h2d_gb_s": 49.0, "d2h_gb_s": 55.0, "hbm_copy_gb_s": 4200.0, "p2p_gb_s": {}}]})
+    res = run("bandwidth", "-", "--sku", "single-h200", "--json", stdin=probe)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["status"] == "warn"
+
+
+def test_stdin() -> None:
+    res = run("nccl", "-", "--json", stdin=Path(OCI).read_text())
+    assert res.exit_code == 0
+    assert json.loads(res.output)["figures"]["gpus"]["value"] == 8
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "needle"),
+    [
+        (("nccl", "-"), "", "-: nccl-tests: empty output"),
+        (("nccl", "-"), "# nThread 1 nGpus 8\nhost:1:1 [0] NCCL WARN Cuda failure\n", "NCCL WARN"),
+        (("nccl", "/nonexistent/out.txt"), None, "/nonexistent/out.txt: no such file"),
+        (("nvidia-smi-q", "-"), "Failed to initialize NVML: Driver/library version mismatch\n", "mismatch"),
+        (("nccl", OCI, "--sku", "no-such-sku"), None, "unknown SKU"),
+    ],
+)
+def test_unreadable_input_exits_2_with_file_name(args: tuple[str, ...], stdin: str | None, needle: str) -> None:
+    res = run(*args, stdin=stdin)
+    assert res.exit_code == 2
+    assert needle in res.output
+    assert "Traceback" not in res.output
+
+
+def test_unknown_kind_is_a_usage_error() -> None:
+    res = run("nvme", OCI)
+    assert res.exit_code == 2
+
+
+def test_every_kind_is_offered() -> None:
+    help_text = run("--help").output
+    for kind in ("nccl", "topo", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-xml", "nvlink", "ibstat",
+                 "ib_write_bw", "ib_write_lat", "fio", "dcgm", "bandwidth", "gdsio", "xid", "training"):
+        assert kind in KINDS
+        assert kind in help_text
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "sku", "code"),
+    [
+        ("topo", "topo/topo-h100-8gpu-nonic-awesomemlsys.txt", "hgx-h100-80gb", 0),
+        ("nvidia-smi-q", "nvidia_smi/nvidia-smi-q-h200-1gpu-580.159.txt", "single-h200", 0),
+        ("nvidia-smi-xml", "nvidia_smi/nvidia-smi-q-x-tesla-p100-netdata.txt", None, 1),  # persistence off
+        ("nvlink", "nvlink/nvlink-status-h100-gpu0-awesomemlsys.txt", "hgx-h100-80gb", 0),
+        ("ibstat", "ibstat/ibstat-cx7-ndr-ib-8port-active.txt", "hgx-h100-80gb", 0),
+        ("ib_write_bw", "perftest/ib_write_bw-ib-loopback-8M-superbench.txt", "hgx-h100-80gb", 1),
+        ("ib_write_lat", "perftest/ib_write_lat-softroce-loopback-sweep-linux-rdma.txt", "hgx-h100-80gb", 0),
+        ("fio", "fio/fio-nvme-randrw-4k-json-superbench.txt", "hgx-h100-80gb", 1),
+        ("dcgm", "dcgm/dcgmi-diag-r2-a100-8gpu-p4de-awsome.txt", None, 0),
+        ("gdsio", "gdsio/gdsio-read-write-public.txt", None, 0),
+        ("xid", "xid/dmesg-xid79-xid13-synthetic.txt", None, 1),
+        ("training", "training/skipped-no-torch-synthetic.jsonl", None, 1),
+    ],
+)
+def test_kinds_end_to_end(kind: str, path: str, sku: str | None, code: int) -> None:
+    args = [kind, str(FIX / path), "--json", *(["--sku", sku] if sku else [])]
+    res = run(*args)
+    assert res.exit_code == code, res.output
+    assert json.loads(res.output)["kind"] == kind
