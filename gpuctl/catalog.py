@@ -156,10 +156,15 @@ class EccLimits(_Frozen):
     max_uncorrectable: Figure
 
 
+class PreflightLimits(_Frozen):
+    min_free_root_gib: Figure
+
+
 class Health(_Frozen):
     xid_fatal: XidList
     ecc: EccLimits
     fabric_rates_gbps: dict[Literal["infiniband", "roce"], Limit]
+    preflight: PreflightLimits
 
 
 def _skus_dir() -> Path:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuctl.catalog import THRESHOLD_NAMES, Sku, Threshold, load_health, load_sku
+from gpuctl.catalog import THRESHOLD_NAMES, Figure, Sku, Threshold, load_health, load_sku
 from gpuctl.errors import InputError
 from gpuctl.matrix import LoadedMatrix, load_matrix
 from gpuctl.validation import Problem, validate_collecting
@@ -185,6 +185,20 @@ class Handover(_Strict):
     remove_provider_key: bool = False
 
 
+class HardwareOverrides(_Strict):
+    """Per-cluster replacements for SKU hardware expectations, each with its reason."""
+
+    min_cpu_memory_gib: Figure | None = None
+    nvme_count: Figure | None = None
+
+
+class PreflightSettings(_Strict):
+    """Overrides of the preflight limits in catalog/health.yaml, each with a reason."""
+
+    min_free_root_gib: float | None = Field(default=None, ge=0)
+    source: str | None = None
+
+
 class ThresholdOverride(Threshold):
     """A per-cluster threshold that replaces the SKU's; its source says why."""
 
@@ -200,9 +214,9 @@ class Inventory(_Strict):
     racks: list[Rack] = Field(default_factory=list)
     nodes: list[Node] = Field(min_length=1)
     thresholds: dict[str, ThresholdOverride] = Field(default_factory=dict)
-    cpu_memory_min_gib: float | None = Field(default=None, gt=0, description="override of the SKU minimum")
-    cpu_memory_source: str | None = None
+    hardware: HardwareOverrides = HardwareOverrides()
     handover: Handover = Handover()
+    preflight: PreflightSettings = PreflightSettings()
     lab: dict[str, Any] | None = Field(default=None, description="written by `gpuctl lab up`")
 
     def select(self, limit: tuple[str, ...] | list[str] = ()) -> list[Node]:
@@ -420,13 +434,13 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
 
     # CPU memory
     if sku is not None:
-        floor = inv.cpu_memory_min_gib or sku.min_cpu_memory_gib.value
+        floor = (inv.hardware.min_cpu_memory_gib or sku.min_cpu_memory_gib).value
         for i, n in enumerate(inv.nodes):
             if n.cpu_memory_gib is not None and n.cpu_memory_gib < floor:
                 warn(("nodes", i, "cpu_memory_gib"),
                      f"{n.cpu_memory_gib:g} GiB is below the {sku.name} minimum of {floor:g} GiB")
-    if inv.cpu_memory_min_gib is not None and not inv.cpu_memory_source:
-        err(("cpu_memory_min_gib",), "an override needs cpu_memory_source saying why")
+    if inv.preflight.min_free_root_gib is not None and not inv.preflight.source:
+        err(("preflight",), "an override needs a source saying why")
     return out
 
 

@@ -80,6 +80,7 @@ class HardwareSpec(_Spec):
     nvlink_topo_code: str | None
     nvswitch: bool
     nvme_count: int
+    nvme_count_source: str
     min_cpu_memory_gib: float
     min_cpu_memory_source: str
     fabric_rate_gbps: int | None
@@ -313,13 +314,16 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         )
         for v in inv.vlans
     )
+    nvme = inv.hardware.nvme_count
+    nvme_count, nvme_src = (int(nvme.value), f"inventory override: {nvme.source}") if nvme else \
+        (int(sku.nvme_count.value), sku.nvme_count.source)
     raid = None
     if inv.storage.raid is not None:
         r = inv.storage.raid
         raid = RaidSpec(
             level=r.level, devices=r.devices if r.devices == "auto" else tuple(r.devices),
             chunk_kib=r.chunk_kib, fs=r.fs, mount=r.mount, name=r.name, wipe=tuple(r.wipe),
-            expected_members=len(r.devices) if isinstance(r.devices, list) else int(sku.nvme_count.value),
+            expected_members=len(r.devices) if isinstance(r.devices, list) else nvme_count,
         )
     lustre_spec = None
     if lustre is not None:
@@ -330,15 +334,16 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
     for key, override in inv.thresholds.items():
         thresholds[key] = Threshold(**{**override.model_dump(), "source": f"inventory override: {override.source}"})
 
-    min_mem = inv.cpu_memory_min_gib or sku.min_cpu_memory_gib.value
-    min_mem_src = (f"inventory override: {inv.cpu_memory_source}" if inv.cpu_memory_min_gib
-                   else sku.min_cpu_memory_gib.source)
+    mem = inv.hardware.min_cpu_memory_gib
+    min_mem, min_mem_src = (mem.value, f"inventory override: {mem.source}") if mem else \
+        (sku.min_cpu_memory_gib.value, sku.min_cpu_memory_gib.source)
     hardware = HardwareSpec(
         gpu_count=sku.gpu.count, gpu_model=sku.gpu.model, gpu_pci_ids=sku.gpu.pci_ids,
         gpu_memory_mib=sku.gpu.memory_mib, compute_capability=sku.gpu.compute_capability,
         pcie_generation=sku.pcie.generation, pcie_width=sku.pcie.width,
         nvlink_topo_code=sku.nvlink.topo_code, nvswitch=nvswitch,
-        nvme_count=int(sku.nvme_count.value), min_cpu_memory_gib=min_mem, min_cpu_memory_source=min_mem_src,
+        nvme_count=nvme_count, nvme_count_source=nvme_src,
+        min_cpu_memory_gib=min_mem, min_cpu_memory_source=min_mem_src,
         fabric_rate_gbps=fabric.rate_gbps,
     )
     roles = {
