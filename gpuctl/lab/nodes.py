@@ -52,6 +52,9 @@ DEFAULT_BOOT_TIMEOUT_S = 240.0
 MAX_NODES = 32
 
 FABRIC_NETDEV = "eth1"
+FABRIC_RATE_GBPS = 400
+#: What eth1 reports as its link speed (ethtool, /sys/class/net/eth1/speed, rxe): reporting only.
+FABRIC_SPEED_MBPS = FABRIC_RATE_GBPS * 1000
 FABRIC_CIDR = "192.168.50.0/24"
 VLAN_ID = 100
 VLAN_CIDR = "10.100.0.0/24"
@@ -110,7 +113,8 @@ def qemu_argv(node: NodeState, image: Image, state: LabState) -> list[str]:
         "-netdev", f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{node.ssh_port}-:22",
         "-device", f"virtio-net-pci,netdev=mgmt,mac={node.mac_mgmt}",
         "-netdev", f"vde,id=fabric,sock={state.vde_socket}",
-        "-device", f"virtio-net-pci,netdev=fabric,mac={node.mac_fabric}",
+        "-device",
+        f"virtio-net-pci,netdev=fabric,mac={node.mac_fabric},speed={FABRIC_SPEED_MBPS},duplex=full",
     ]
     for k, path in enumerate(node.nvme):
         argv += [
@@ -362,9 +366,11 @@ def _require_state() -> LabState:
     return lab
 
 
-def kill_node(node: str) -> None:
-    """Hard-kill one node's QEMU (SIGKILL, like pulling the power); its overlay stays."""
-    lab = _require_state()
+def kill_node(node: str, state: LabState | None = None) -> None:
+    """Hard-kill one node's QEMU (SIGKILL, like pulling the power); its overlay stays.
+
+    Pass the caller's `state` object to keep it current (it is saved too)."""
+    lab = state or _require_state()
     target = lab.node(node)
     if target.process is None or not target.process.alive():
         raise ExecutionError(f"{node}: not running")
@@ -372,11 +378,13 @@ def kill_node(node: str) -> None:
     log.info("%s: killed (pid %d)", node, target.process.pid)
 
 
-def start_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIMEOUT_S) -> float:
+def start_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIMEOUT_S,
+               state: LabState | None = None) -> float:
     """Start a stopped node again on the same overlay, drives and port.
 
-    Returns the seconds until SSH answered (0.0 if `wait` is False)."""
-    lab = _require_state()
+    Returns the seconds until SSH answered (0.0 if `wait` is False). Pass the
+    caller's `state` object to keep its PID record current (it is saved too)."""
+    lab = state or _require_state()
     target = lab.node(node)
     if target.process is not None and target.process.alive():
         raise ExecutionError(f"{node}: already running (pid {target.process.pid})")
@@ -393,7 +401,7 @@ def render_lab_inventory(state: LabState, matrix: str = DEFAULT_MATRIX) -> str:
         "cluster": {"name": "lab", "sku": state.sku, "matrix": matrix, "os": "debian-12"},
         "ssh": {"user": "root", "key": state.key_path, "known_hosts": state.known_hosts},
         "repos": {"mirror": state.repo_url, "apt_proxy": state.apt_proxy_url},
-        "fabric": {"type": "roce", "rate_gbps": 400, "hcas_per_node": 1,
+        "fabric": {"type": "roce", "rate_gbps": FABRIC_RATE_GBPS, "hcas_per_node": 1,
                    "netdev": FABRIC_NETDEV, "cidr": FABRIC_CIDR},
         "vlans": [{"id": VLAN_ID, "parent": FABRIC_NETDEV, "name": "storage", "cidr": VLAN_CIDR}],
         "storage": {"raid": {"level": 0, "devices": "auto", "fs": "xfs", "mount": "/raid"}},

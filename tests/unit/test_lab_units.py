@@ -79,7 +79,7 @@ def test_qemu_argv_is_tcg_with_loopback_forward_vde_fabric_and_nvme(tmp_path: Pa
     assert "user,id=mgmt,hostfwd=tcp:127.0.0.1:22001-:22" in argv
     assert f"vde,id=fabric,sock={state.vde_socket}" in argv
     assert "virtio-net-pci,netdev=mgmt,mac=52:54:00:6c:00:01" in argv
-    assert "virtio-net-pci,netdev=fabric,mac=52:54:00:6c:01:01" in argv
+    assert "virtio-net-pci,netdev=fabric,mac=52:54:00:6c:01:01,speed=400000,duplex=full" in argv
     # mgmt NIC before fabric NIC: eth0 is management, eth1 the fabric.
     assert joined.index("netdev=mgmt,") < joined.index("netdev=fabric,")
     assert [a for a in argv if a.startswith("nvme,serial=")] == [
