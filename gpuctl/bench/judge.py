@@ -1,0 +1,120 @@
+"""Turning one benchmark's raw output into verdicts, through the parsers engineer's
+`gpuctl.parsers.*` and `gpuctl.verdicts` (no parsing here).
+
+`judge_output(kind, text, sku, subject)` parses `text` with the parser for `kind` and
+judges it; unusable output (a ParseError) becomes a "could not run" verdict quoting the
+parser's reason, never a pass. `result_dict` is the one shape every result has in
+`stages/bench.json` and in `gpuctl bench --json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.catalog import Sku
+from gpuctl.errors import ParseError
+from gpuctl.parsers.bandwidth import parse_bandwidth
+from gpuctl.parsers.dcgm import parse_dcgmi_diag
+from gpuctl.parsers.fio import parse_fio
+from gpuctl.parsers.gdsio import parse_gdsio
+from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
+from gpuctl.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
+from gpuctl.parsers.training import TrainingResult, parse_training_log
+from gpuctl.spec import NodeSpec
+from gpuctl.verdicts import (
+    Remediation,
+    Status,
+    Subject,
+    Verdict,
+    could_not_run,
+    judge_bandwidth,
+    judge_dcgm,
+    judge_fio,
+    judge_gdsio,
+    judge_ib_write_bw,
+    judge_ib_write_lat,
+    judge_nccl,
+    judge_training,
+)
+
+Parser = Callable[[str], Any]
+Judge = Callable[..., list[Verdict]]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one benchmark's output is read and judged."""
+
+    parse: Parser
+    judge: Judge
+    check: str  # the check name of a "could not run" verdict
+
+
+KINDS: dict[str, Kind] = {
+    "nccl": Kind(parse_nccl_tests, judge_nccl, "nccl"),
+    "bandwidth": Kind(parse_bandwidth, judge_bandwidth, "bandwidth"),
+    "ib_write_bw": Kind(parse_ib_write_bw, judge_ib_write_bw, "ib_write_bw_gbit_s"),
+    "ib_write_lat": Kind(parse_ib_write_lat, judge_ib_write_lat, "ib_write_lat_us"),
+    "fio": Kind(parse_fio, judge_fio, "fio"),
+    "gdsio": Kind(parse_gdsio, judge_gdsio, "gdsio"),
+    "dcgm": Kind(parse_dcgmi_diag, judge_dcgm, "dcgm"),
+    "training": Kind(parse_training_log, judge_training, "training"),
+}
+
+
+def effective_sku(sku: Sku, spec: NodeSpec) -> Sku:
+    """The SKU with the node's effective thresholds (SKU + inventory overrides)."""
+    return sku.model_copy(update={"thresholds": dict(spec.thresholds)})
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdicts: list[Verdict]
+    parsed: Any = None
+    skipped: str | None = None
+
+
+def judge_output(kind: str, text: str, sku: Sku | None, subject: Subject, exit_status: int = 0,
+                 stderr: str = "") -> Judged:
+    """Parse and judge one tool output; a ParseError becomes a could-not-run verdict."""
+    k = KINDS[kind]
+    try:
+        parsed = k.parse(text)
+    except ParseError as exc:
+        reason = str(exc)
+        if exit_status == 127 or "command not found" in stderr:
+            reason = f"tool not installed ({_last_line(stderr) or 'exit 127'})"
+        elif exit_status != 0:
+            reason = f"exit {exit_status}: {_last_line(stderr) or reason}"
+        return Judged([could_not_run(k.check, reason, subject, Remediation.RERUN)])
+    verdicts = k.judge(parsed, sku, subject)
+    skipped = parsed.skipped if isinstance(parsed, TrainingResult) else None
+    return Judged(verdicts, parsed, skipped)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def not_applicable(check: str, reason: str, subject: Subject) -> Verdict:
+    return Verdict(check, Status.NOT_APPLICABLE, subject, None, None, "", reason, Remediation.NONE,
+                   f"{subject.label()}: {check} not applicable: {reason}")
+
+
+def result_dict(v: Verdict, test: str, host: str | None, raw: str | None, skipped: str | None = None) -> dict[str, Any]:
+    """One judged result: the verdict's fields plus the test, the host and the raw output path."""
+    d = v.as_dict()
+    d.update(test=test, host=host, raw=raw)
+    if skipped is not None:
+        d["skipped"] = skipped
+        d["message"] = f"{v.subject.label()}: skipped: {skipped}"
+    return d
+
+
+def nccl_series(result: NcclResult, label: str, test: str) -> dict[str, Any]:
+    """Bus bandwidth against message size, for the report's chart."""
+    return {"label": label, "test": result.test or test, "gpus": result.gpus,
+            "points": [[r.size_bytes, r.busbw_gb_s] for r in sorted(result.rows, key=lambda r: r.size_bytes)]}

@@ -1,0 +1,287 @@
+"""`gpuctl bench`: run a suite on the nodes, judge every output, keep it all in the run record.
+
+Order: node-local benchmarks (nccl-tests per node, the bandwidth probe, fio, gdsio,
+dcgmi diag, the training run) on every node in parallel, each node running its own
+benchmarks one after another; then ib_write_bw and ib_write_lat per HCA between node
+pairs, round by round (`gpuctl.bench.pairing`); then the multi-node all_reduce over MPI,
+launched from the first node. Raw outputs (command, exit status, stdout, stderr) go to
+`raw/<host>/<test>.txt`; the judged results to `stages/bench.json` (shape: `run_bench`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.bench import remote, suites
+from gpuctl.bench.judge import Judged, effective_sku, judge_output, nccl_series, not_applicable, result_dict
+from gpuctl.bench.pairing import pairing_rounds
+from gpuctl.bench.programs import program_text
+from gpuctl.bench.remote import CmdResult, SshTarget
+from gpuctl.catalog import Sku
+from gpuctl.errors import ExitCode
+from gpuctl.inventory import LoadedInventory
+from gpuctl.runrecord import RunRecord, now_iso, sha256_file
+from gpuctl.spec import NodeSpec
+from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, overall
+
+log = logging.getLogger(__name__)
+
+CLUSTER = "cluster"
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Bucket:
+    """The results of one host (or of the cluster-level tests)."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    tests: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, verdicts: Sequence[Verdict], test: str, host: str | None, raw: str | None,
+            skipped: str | None = None) -> None:
+        self.verdicts.extend(verdicts)
+        self.results.extend(result_dict(v, test, host, raw, skipped) for v in verdicts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": overall(self.verdicts).value if self.verdicts else Status.NO_THRESHOLD.value,
+                "results": self.results, "tests": self.tests}
+
+
+def exit_code(status: str) -> ExitCode:
+    """0 pass/warn (and figures without thresholds), 1 any fail, 3 could not run."""
+    if status == Status.FAIL.value:
+        return ExitCode.CHECKS_FAILED
+    if status == Status.ERROR.value:
+        return ExitCode.EXECUTION
+    return ExitCode.OK
+
+
+class BenchRun:
+    def __init__(self, loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite,
+                 record: RunRecord, targets: dict[str, SshTarget] | None = None,
+                 progress: Progress | None = None) -> None:
+        self.loaded, self.specs, self.suite, self.record = loaded, list(specs), suite, record
+        self.by_name = {s.node: s for s in self.specs}
+        self.targets = targets or remote.targets_for(loaded, self.specs)
+        self.hosts = {s.node: Bucket() for s in self.specs}
+        self.cluster = Bucket()
+        self.series: list[dict[str, Any]] = []
+        self.reachable: dict[str, str] = {}
+        self.progress = progress or (lambda msg: log.info("%s", msg))
+
+    # ---------------------------------------------------------------- helpers
+
+    def sku(self, spec: NodeSpec) -> Sku:
+        return effective_sku(self.loaded.sku, spec)
+
+    def keep(self, bucket: Bucket, host: str, test: str, res: CmdResult) -> str:
+        path = self.record.raw(host, f"{test}.txt", res.transcript())
+        rel = str(path.relative_to(self.record.path))
+        bucket.tests.append({"test": test, "host": host, "command": res.script, "exit_status": res.exit_status,
+                             "duration_s": round(res.duration_s, 2), "timed_out": res.timed_out, "raw": rel})
+        return rel
+
+    def judge_result(self, kind: str, res: CmdResult, sku: Sku, subject: Subject) -> Judged:
+        if res.timed_out:
+            return Judged([could_not_run(KIND_CHECK.get(kind, kind), f"timed out after {res.duration_s:.0f} s",
+                                         subject)])
+        return judge_output(kind, res.stdout, sku, subject, res.exit_status, res.stderr)
+
+    # ---------------------------------------------------------------- node-local
+
+    def node_tests(self, spec: NodeSpec) -> list[tuple[str, str, str | None, str | None]]:
+        """(test, kind, script or None when not applicable, stdin or the reason)."""
+        run_id = self.record.id
+        tests: list[tuple[str, str, str | None, str | None]] = [
+            (t.removesuffix("_perf"), "nccl", suites.nccl_script(t, self.suite, spec), None)
+            for t in self.suite.nccl_tests
+        ]
+        if self.suite.bwprobe:
+            tests.append(("bwprobe", "bandwidth", suites.bwprobe_script(), None))
+        if self.suite.fio:
+            for job in suites.FIO_JOBS:
+                if spec.raid is None:
+                    tests.append((job, "fio", None, "no storage.raid in the inventory"))
+                else:
+                    tests.append((job, "fio", suites.fio_script(job, spec, self.suite, run_id), None))
+        if self.suite.gdsio:
+            gds = spec.components.get("gds")
+            if gds is None or not gds.enabled or spec.raid is None:
+                reason = (gds.reason if gds is not None and not gds.enabled else "no storage.raid for gdsio files")
+                tests.append(("gdsio", "gdsio", None, f"GDS not installed: {reason}"))
+            else:
+                tests.append(("gdsio", "gdsio", suites.gdsio_script(spec, self.suite, run_id), None))
+        if self.suite.dcgm:
+            tests.append(("dcgm_diag", "dcgm", suites.dcgm_script(), None))
+        if self.suite.training:
+            peak = self.loaded.sku.dense_bf16_tflops.value
+            tests.append(("training", "training", suites.training_script(spec, self.suite, run_id, peak),
+                          program_text("train_smoke.py")))
+        return tests
+
+    def run_node(self, spec: NodeSpec) -> None:
+        host, bucket, target = spec.node, self.hosts[spec.node], self.targets[spec.node]
+        subject = Subject(node=host)
+        probe = remote.run(target, "uname -a", timeout_s=60)
+        self.keep(bucket, host, "connect", probe)
+        if not probe.ok:
+            self.reachable[host] = (probe.stderr.strip().splitlines() or [f"exit {probe.exit_status}"])[-1]
+            bucket.add([could_not_run("connect", f"cannot run commands: {self.reachable[host]}", subject,
+                                      Remediation.RECONFIGURE)], "connect", host, None)
+            return
+        sku = self.sku(spec)
+        for test, kind, script, extra in self.node_tests(spec):
+            if script is None:
+                bucket.add([not_applicable(KIND_CHECK.get(kind, kind), extra or "", subject)], test, host, None)
+                continue
+            self.progress(f"{host}: {test}")
+            res = remote.run(target, script, self.suite.timeout_s, stdin=extra)
+            raw = self.keep(bucket, host, test, res)
+            judged = self.judge_result(kind, res, sku, subject)
+            bucket.add(judged.verdicts, test, host, raw, judged.skipped)
+            if kind == "nccl" and judged.parsed is not None:
+                self.series.append(nccl_series(judged.parsed, host, test))
+
+    # ---------------------------------------------------------------- pairs
+
+    def run_pairs(self, tool: str) -> None:
+        kind = tool
+        names = [s.node for s in self.specs if s.node not in self.reachable]
+        for rnd, pairs in enumerate(pairing_rounds(names), start=1):
+            jobs = []
+            for a, b in pairs:
+                sa, sb = self.by_name[a], self.by_name[b]
+                for i in range(min(len(sa.fabric.ports), len(sb.fabric.ports))):
+                    jobs.append((a, b, i))
+            self.progress(f"{tool} round {rnd}: " + ", ".join(f"{a}↔{b}" for a, b in pairs))
+
+            def one(job: tuple[str, str, int]) -> tuple[tuple[str, str, int], CmdResult, CmdResult]:
+                a, b, i = job
+                sa, sb = self.by_name[a], self.by_name[b]
+                server = suites.perftest_script(tool, sa, i)
+                client = suites.perftest_script(tool, sb, i, suites.fabric_address(sa, i))
+                srv, cli = remote.run_server_client(self.targets[a], server, self.targets[b], client,
+                                                    timeout_s=min(self.suite.timeout_s, 180))
+                return job, srv, cli
+
+            with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+                for (a, b, i), srv, cli in pool.map(one, jobs):
+                    hca = self.by_name[a].fabric.ports[i].hca
+                    test = f"{tool}_{a}_{b}_{hca}"
+                    self.keep(self.cluster, a, f"{test}_server", srv)
+                    raw = self.keep(self.cluster, b, f"{test}_client", cli)
+                    subject = Subject(node=f"{a}↔{b}", port=hca)
+                    judged = self.judge_result(kind, cli, self.sku(self.by_name[b]), subject)
+                    self.cluster.add(judged.verdicts, tool, None, raw)
+
+    # ---------------------------------------------------------------- multi-node
+
+    def run_multi_node(self) -> None:
+        live = [s for s in self.specs if s.node not in self.reachable]
+        subject = Subject(node=f"{len(live)} nodes")
+        head = live[0]
+        script = suites.multi_node_script(live, self.suite, self.record.id)
+        self.progress(f"multi-node all_reduce from {head.node} over {len(live)} nodes")
+        res = remote.run(self.targets[head.node], script, self.suite.timeout_s)
+        raw = self.keep(self.cluster, head.node, "all_reduce_multi_node", res)
+        judged = self.judge_result("nccl", res, self.sku(head), subject)
+        self.cluster.add(judged.verdicts, "all_reduce_multi_node", None, raw)
+        if judged.parsed is not None:
+            self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", "all_reduce_multi_node"))
+
+    # ---------------------------------------------------------------- all
+
+    def run(self) -> dict[str, Any]:
+        started = now_iso()
+        with ThreadPoolExecutor(max_workers=max(1, len(self.specs))) as pool:
+            list(pool.map(self.run_node, self.specs))
+        live = [s for s in self.specs if s.node not in self.reachable]
+        cluster_subject = Subject(node=CLUSTER)
+        fabric = self.specs[0].fabric
+        if self.suite.ib:
+            if fabric.type == "none":
+                for check in ("ib_write_bw_gbit_s", "ib_write_lat_us"):
+                    self.cluster.add([not_applicable(check, "no RDMA fabric in the inventory", cluster_subject)],
+                                     check, None, None)
+            elif len(self.specs) < 2:
+                for check in ("ib_write_bw_gbit_s", "ib_write_lat_us"):
+                    self.cluster.add([not_applicable(check, "one node: no pair to measure", cluster_subject)],
+                                     check, None, None)
+            elif len(live) < 2:
+                self.cluster.add([could_not_run("ib_write_bw_gbit_s", "fewer than two reachable nodes",
+                                                cluster_subject)], "ib_write_bw", None, None)
+            else:
+                self.run_pairs("ib_write_bw")
+                self.run_pairs("ib_write_lat")
+        if self.suite.multi_node:
+            if len(self.specs) < 2:
+                self.cluster.add([not_applicable("multi_node_busbw_gb_s", "one node: no multi-node run",
+                                                 cluster_subject)], "all_reduce_multi_node", None, None)
+            elif len(live) < 2:
+                self.cluster.add([could_not_run("multi_node_busbw_gb_s", "fewer than two reachable nodes",
+                                                cluster_subject)], "all_reduce_multi_node", None, None)
+            else:
+                self.run_multi_node()
+        every = [v for b in self.hosts.values() for v in b.verdicts] + self.cluster.verdicts
+        return {
+            "suite": self.suite.name,
+            "run_id": self.record.id,
+            "started": started,
+            "finished": now_iso(),
+            "status": overall(every).value,
+            "inventory": inventory_summary(self.loaded, self.specs),
+            "matrix": matrix_summary(self.specs[0]),
+            "thresholds": {k: t.model_dump(exclude_none=True, exclude_defaults=True) | {"source": t.source}
+                           for k, t in sorted(self.specs[0].thresholds.items())},
+            "pairing": [[list(p) for p in rnd] for rnd in pairing_rounds([s.node for s in self.specs])],
+            "hosts": {name: b.as_dict() for name, b in self.hosts.items()},
+            "cluster": self.cluster.as_dict(),
+            "nccl_series": self.series,
+        }
+
+
+KIND_CHECK = {"nccl": "nccl", "bandwidth": "bandwidth", "fio": "fio", "gdsio": "gdsio", "dcgm": "dcgm",
+              "training": "training", "ib_write_bw": "ib_write_bw_gbit_s", "ib_write_lat": "ib_write_lat_us"}
+
+
+def inventory_summary(loaded: LoadedInventory, specs: Sequence[NodeSpec]) -> dict[str, Any]:
+    inv = loaded.inventory
+    return {"path": str(loaded.path), "sha256": sha256_file(loaded.path), "cluster": inv.cluster.name,
+            "sku": inv.cluster.sku, "os": inv.cluster.os, "matrix": inv.cluster.matrix,
+            "nodes": [s.node for s in specs], "gpus_per_node": specs[0].hardware.gpu_count if specs else 0,
+            "gpu_model": specs[0].hardware.gpu_model if specs else ""}
+
+
+def matrix_summary(spec: NodeSpec) -> dict[str, Any]:
+    """Every pinned package of the matrix for this OS, by component (the report's exact matrix)."""
+    return {
+        "name": spec.matrix,
+        "driver": {"version": spec.driver_version, "branch": spec.driver_branch, "flavour": spec.driver_flavour},
+        "components": [
+            {"component": c.name, "version": c.version, "enabled": c.enabled, "reason": c.reason,
+             "packages": [{"name": p.name, "version": p.version, "pin": p.pin} for p in c.packages]}
+            for c in spec.components.values()
+        ],
+    }
+
+
+def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite, record: RunRecord,
+              targets: dict[str, SshTarget] | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """Run `suite` on `specs`, write `stages/bench.json` and return it.
+
+    Shape: {suite, run_id, started, finished, status, inventory{path, sha256, cluster, sku, os,
+    matrix, nodes, gpus_per_node, gpu_model}, thresholds{name: {min|max, warn_below|warn_above,
+    not_applicable, source}} (the first node's effective ones), matrix{name, driver, components[{component,
+    version, enabled, reason, packages[{name, version, pin}]}]}, pairing[[[a, b], …] per round],
+    hosts{name: {status, results[…], tests[…]}}, cluster{status, results, tests},
+    nccl_series[{label, test, gpus, points[[size_bytes, busbw_gb_s], …]}]}; every result is
+    a verdict (check, status, subject, value, threshold, unit, source, remediation, message)
+    plus test, host, raw (and skipped when the tool reported it could not start)."""
+    data = BenchRun(loaded, specs, suite, record, targets, progress).run()
+    record.stage("bench", data)
+    return data

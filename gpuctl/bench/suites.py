@@ -1,0 +1,226 @@
+"""Benchmark suites and the exact command line of every benchmark.
+
+A `Suite` says which tools run and how big each run is; the `*_script` functions turn a
+NodeSpec and a suite into the bash script run on a node. Every value that reaches the
+shell is quoted with `shlex` (`shlex.join` for argv, `shlex.quote` for single words), and
+no script writes outside its own scratch folder: fio and gdsio work in a fresh folder
+under the RAID mount that they create (failing if it exists) and remove on exit.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gpuctl.spec import NodeSpec
+
+# Where the bench_tools role and the vendor packages put the tools, besides $PATH.
+TOOL_DIRS: tuple[str, ...] = (
+    "/opt/gpuctl/bin", "/opt/nccl-tests/build", "/usr/local/cuda/bin", "/usr/local/cuda/gds/tools",
+)
+SCRATCH = "/tmp/gpuctl-bench"
+PERFTEST_BASE_PORT = 18515
+EXIT_NOT_A_MOUNT = 97
+EXIT_NO_SPACE = 98
+EXIT_SCRATCH_EXISTS = 99
+
+
+@dataclass(frozen=True)
+class Suite:
+    """What one `gpuctl bench --suite NAME` runs."""
+
+    name: str
+    nccl_tests: tuple[str, ...]
+    nccl_max_bytes: str
+    multi_node: bool
+    bwprobe: bool
+    ib: bool
+    fio: bool
+    fio_size_mib: int
+    fio_runtime_s: int
+    gdsio: bool
+    dcgm: bool
+    training: bool
+    training_steps: int
+    timeout_s: int
+
+
+SUITES: dict[str, Suite] = {
+    "quick": Suite(
+        name="quick", nccl_tests=("all_reduce_perf",), nccl_max_bytes="1G", multi_node=True, bwprobe=True,
+        ib=True, fio=True, fio_size_mib=256, fio_runtime_s=10, gdsio=True, dcgm=False, training=True,
+        training_steps=40, timeout_s=600,
+    ),
+    "acceptance": Suite(
+        name="acceptance", nccl_tests=("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf"),
+        nccl_max_bytes="8G", multi_node=True, bwprobe=True, ib=True, fio=True, fio_size_mib=4096,
+        fio_runtime_s=30, gdsio=True, dcgm=True, training=True, training_steps=60, timeout_s=1800,
+    ),
+}
+
+
+def preamble() -> str:
+    """The first lines of every script: strict mode and the tool folders on PATH."""
+    dirs = ":".join(shlex.quote(d) for d in TOOL_DIRS)
+    return f'set -u\nexport PATH="$PATH:{dirs}"\n'
+
+
+def nccl_argv(test: str, max_bytes: str, gpus: int) -> list[str]:
+    """`all_reduce_perf -b 8 -e <max> -f 2 -g <gpus>` (one process driving every GPU)."""
+    return [test, "-b", "8", "-e", max_bytes, "-f", "2", "-g", str(gpus)]
+
+
+def nccl_script(test: str, suite: Suite, spec: NodeSpec) -> str:
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.nccl_conf.items()))
+    argv = shlex.join(nccl_argv(test, suite.nccl_max_bytes, spec.hardware.gpu_count))
+    return preamble() + (f"env {env} " if env else "") + argv + "\n"
+
+
+def mpi_host(spec: NodeSpec) -> str:
+    """The address other nodes reach this one on for MPI's own SSH launch: the first
+    fabric address when there is one (that network joins the nodes), else the node's."""
+    for port in spec.fabric.ports:
+        if port.address:
+            return port.address.split("/")[0]
+    return spec.address
+
+
+def hostfile_text(specs: Sequence[NodeSpec]) -> str:
+    """An Open MPI hostfile: one line per node, `slots` = its GPU count."""
+    return "".join(f"{mpi_host(s)} slots={s.hardware.gpu_count}\n" for s in specs)
+
+
+def mpi_env(specs: Sequence[NodeSpec]) -> dict[str, str]:
+    """NCCL settings exported to every rank: the fabric's nccl.conf, Ring for two nodes."""
+    env = dict(specs[0].nccl_conf)
+    env["NCCL_DEBUG"] = "WARN"
+    if len(specs) == 2:
+        env["NCCL_ALGO"] = "Ring"  # facts.md: tree can exceed the NIC limit on two nodes
+    return env
+
+
+def mpirun_argv(hostfile: str, specs: Sequence[NodeSpec], test: str, max_bytes: str) -> list[str]:
+    """mpirun over SSH: one rank per GPU, nccl-tests with one GPU per rank."""
+    per_node = specs[0].hardware.gpu_count
+    total = sum(s.hardware.gpu_count for s in specs)
+    argv = ["mpirun", "--allow-run-as-root", "--hostfile", hostfile, "-np", str(total),
+            "--map-by", f"ppr:{per_node}:node", "--bind-to", "none",
+            "--mca", "plm_rsh_args", "-o BatchMode=yes -o StrictHostKeyChecking=accept-new",
+            "-x", "PATH", "-x", "LD_LIBRARY_PATH"]
+    for key, value in sorted(mpi_env(specs).items()):
+        argv += ["-x", f"{key}={value}"]
+    return argv + nccl_argv(test, max_bytes, 1)
+
+
+def multi_node_script(specs: Sequence[NodeSpec], suite: Suite, run_id: str) -> str:
+    """Run on the first node: write the hostfile, then mpirun across all nodes."""
+    hostfile = f"{SCRATCH}/{run_id}/hostfile"
+    return (preamble() + f"mkdir -p {shlex.quote(SCRATCH + '/' + run_id)}\n"
+            f"cat > {shlex.quote(hostfile)} <<'GPUCTL_HOSTFILE'\n{hostfile_text(specs)}GPUCTL_HOSTFILE\n"
+            + shlex.join(mpirun_argv(hostfile, specs, "all_reduce_perf", suite.nccl_max_bytes)) + "\n")
+
+
+def bwprobe_script() -> str:
+    """gpuctl-bwprobe (built by the bench_tools role) prints its JSON document on stdout."""
+    return preamble() + "gpuctl-bwprobe\n"
+
+
+def perftest_params(spec: NodeSpec, tool: str) -> list[str]:
+    """Size and iteration options: small under Soft-RoCE (emulated NICs move ~30 MB/s)."""
+    if tool == "ib_write_lat":
+        return ["-s", "2", "-n", "200" if spec.fabric.soft_roce else "5000"]
+    if spec.fabric.soft_roce:
+        return ["-s", "65536", "-n", "200", "--report_gbits"]
+    return ["-s", "1048576", "-n", "5000", "--report_gbits"]
+
+
+def perftest_argv(tool: str, spec: NodeSpec, hca_index: int, server_address: str | None = None) -> list[str]:
+    """Server (no address) or client argv of ib_write_bw / ib_write_lat on one HCA."""
+    port = spec.fabric.ports[hca_index]
+    argv = [tool, "-d", port.hca, "-i", "1", "-p", str(PERFTEST_BASE_PORT + hca_index), "-F",
+            *perftest_params(spec, tool)]
+    if isinstance(spec.fabric.roce_gid_index, int):
+        argv += ["-x", str(spec.fabric.roce_gid_index)]
+    if server_address:
+        argv.append(server_address)
+    return argv
+
+
+def perftest_script(tool: str, spec: NodeSpec, hca_index: int, server_address: str | None = None) -> str:
+    return preamble() + shlex.join(perftest_argv(tool, spec, hca_index, server_address)) + "\n"
+
+
+def fabric_address(spec: NodeSpec, hca_index: int) -> str:
+    """The address a perftest client connects to for this HCA (its port's IP, or the node's)."""
+    addr = spec.fabric.ports[hca_index].address
+    return addr.split("/")[0] if addr else spec.address
+
+
+def _scratch_guard(mount: str, folder: str, need_mib: int) -> str:
+    """Shell lines that refuse to run unless `mount` is a mount point with room, create a
+    new folder under it (failing if it exists) and remove only that folder on exit."""
+    m, d = shlex.quote(mount), shlex.quote(folder)
+    return (
+        f"mountpoint -q {m} || {{ echo \"gpuctl: {mount} is not a mount point\" >&2; exit {EXIT_NOT_A_MOUNT}; }}\n"
+        f"avail_kib=$(df -P -k {m} | awk 'NR==2 {{print $4}}')\n"
+        f"if [ \"$avail_kib\" -lt {need_mib * 1024} ]; then "
+        f"echo \"gpuctl: {mount} has $avail_kib KiB free, the test needs {need_mib} MiB\" >&2; "
+        f"exit {EXIT_NO_SPACE}; fi\n"
+        f"mkdir {d} || {{ echo \"gpuctl: {folder} exists; not touching it\" >&2; exit {EXIT_SCRATCH_EXISTS}; }}\n"
+        f"trap 'rm -rf -- {d}' EXIT\n"
+    )
+
+
+def bench_folder(mount: str, run_id: str) -> str:
+    return f"{mount.rstrip('/')}/.gpuctl-bench-{run_id}"
+
+
+FIO_JOBS: Mapping[str, tuple[str, str, int, int]] = {
+    # name: (rw, block size, iodepth, numjobs)
+    "fio_randread_4k": ("randread", "4k", 64, 4),
+    "fio_seqwrite_1m": ("write", "1M", 16, 1),
+}
+
+
+def fio_argv(job: str, folder: str, size_mib: int, runtime_s: int) -> list[str]:
+    rw, bs, depth, jobs = FIO_JOBS[job]
+    return ["fio", f"--name={job}", f"--directory={folder}", f"--rw={rw}", f"--bs={bs}",
+            f"--size={size_mib}M", f"--runtime={runtime_s}", "--time_based", "--ioengine=libaio",
+            "--direct=1", f"--iodepth={depth}", f"--numjobs={jobs}", "--group_reporting",
+            "--output-format=json"]
+
+
+def fio_script(job: str, spec: NodeSpec, suite: Suite, run_id: str) -> str:
+    """fio on files in a new folder under the RAID mount, never on a device."""
+    assert spec.raid is not None
+    folder = bench_folder(spec.raid.mount, f"{run_id}-{job}")
+    jobs = FIO_JOBS[job][3]
+    need = suite.fio_size_mib * jobs + suite.fio_size_mib // 4 + 64
+    return (preamble() + _scratch_guard(spec.raid.mount, folder, need)
+            + shlex.join(fio_argv(job, folder, suite.fio_size_mib, suite.fio_runtime_s)) + "\n")
+
+
+def gdsio_script(spec: NodeSpec, suite: Suite, run_id: str) -> str:
+    """gdsio GPUDirect (-x 0) sequential write then read of one file per thread."""
+    assert spec.raid is not None
+    folder = bench_folder(spec.raid.mount, f"{run_id}-gdsio")
+    size = f"{suite.fio_size_mib}M"
+    write = ["gdsio", "-D", folder, "-d", "0", "-w", "4", "-s", size, "-i", "1M", "-x", "0", "-I", "1"]
+    read = ["gdsio", "-D", folder, "-d", "0", "-w", "4", "-s", size, "-i", "1M", "-x", "0", "-I", "0"]
+    return (preamble() + _scratch_guard(spec.raid.mount, folder, suite.fio_size_mib * 4 + 64)
+            + shlex.join(write) + " && " + shlex.join(read) + "\n")
+
+
+def dcgm_script() -> str:
+    return preamble() + "dcgmi diag -r 2 -j\n"
+
+
+def training_script(spec: NodeSpec, suite: Suite, run_id: str, peak_tflops: float) -> str:
+    """Write the training program (sent on stdin) to the scratch folder and run it."""
+    folder = f"{SCRATCH}/{run_id}"
+    program = f"{folder}/train_smoke.py"
+    argv = ["python3", program, "--steps", str(suite.training_steps), "--nproc", str(spec.hardware.gpu_count),
+            "--peak-tflops", f"{peak_tflops:g}"]
+    return (preamble() + f"mkdir -p {shlex.quote(folder)}\ncat > {shlex.quote(program)}\n"
+            + shlex.join(argv) + "\n")
