@@ -1,0 +1,148 @@
+"""What a role's `checks.py` is written with: per-item parametrization from the NodeSpec,
+the failure helper, and the checks every role shares (packages, services, modules).
+
+Convention for `roles/<role>/checks.py`:
+
+* a check is a pytest test function taking testinfra's `host` plus the fixtures `spec`
+  (this host's NodeSpec) and `probe` (this host's cached outputs, `gpuctl.checks.probe`);
+* a check about many things is parametrized per item with `@for_each(fn)`, where
+  `fn(spec) -> list[str]` names the items (packages, GPUs "gpu3", pairs "gpu0-gpu1",
+  ports, VLANs, RAID slots) and the test takes an `item` argument; the check id is
+  `<role>.<function without test_>[<item>]`, and items a host's spec does not list are
+  not collected for that host;
+* a role the host's spec skips (`spec.roles[role]` is a reason) has none of its checks
+  collected on that host; the runner reports the role as skipped with the reason;
+* a failure is `fail(message, expected=…, found=…, remediation=…)` (or `expect(...)`),
+  never a bare `assert`; a check that cannot be made raises `CouldNotRun`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import pytest
+
+from gpuctl.spec import NodeSpec
+
+from .model import CheckFailure, CouldNotRun, Remediation
+from .probe import Probe
+
+__all__ = [
+    "COMPONENT_ROLE", "CheckFailure", "CouldNotRun", "Remediation", "check_module_loaded", "check_package_held",
+    "check_package_pinned", "check_service_active", "expect", "fail", "for_each", "modules_of", "packages_of",
+    "services_of",
+]
+
+ItemsFn = Callable[[NodeSpec], list[str]]
+
+# Which role installs (and so verifies) each matrix component.
+COMPONENT_ROLE: dict[str, str] = {
+    "driver": "nvidia_driver", "persistenced": "nvidia_driver", "fabricmanager": "fabricmanager", "cuda": "cuda",
+    "cudnn": "cudnn", "nccl": "nccl", "dcgm": "dcgm", "ofed": "ofed", "peermem": "peermem", "gds": "gds",
+    "lustre": "lustre_client", "network": "network",
+}
+
+
+def for_each(items: ItemsFn) -> pytest.MarkDecorator:
+    """Parametrize a check's `item` argument with `items(spec)` for each host."""
+    return pytest.mark.gpuctl_items.with_args(items)
+
+
+def fail(message: str, *, expected: Any, found: Any, remediation: Remediation, subject: str = "") -> NoReturn:
+    raise CheckFailure(message, expected=expected, found=found, remediation=remediation, subject=subject)
+
+
+def expect(ok: bool, message: str, *, expected: Any, found: Any, remediation: Remediation,
+           subject: str = "") -> None:
+    """Fail with these fields unless `ok`."""
+    if not ok:
+        fail(message, expected=expected, found=found, remediation=remediation, subject=subject)
+
+
+def _role_components(role: str) -> list[str]:
+    return [c for c, r in COMPONENT_ROLE.items() if r == role]
+
+
+def packages_of(role: str) -> ItemsFn:
+    """Item names: the packages of the role's enabled components, as the spec pins them."""
+    def items(spec: NodeSpec) -> list[str]:
+        return [p.name for c in _role_components(role) if c in spec.components and spec.components[c].enabled
+                for p in spec.components[c].packages]
+    return items
+
+
+def services_of(role: str) -> ItemsFn:
+    def items(spec: NodeSpec) -> list[str]:
+        return [s.name for s in spec.services if COMPONENT_ROLE.get(s.component) == role]
+    return items
+
+
+def modules_of(role: str) -> ItemsFn:
+    def items(spec: NodeSpec) -> list[str]:
+        return [m.name for m in spec.kernel_modules if COMPONENT_ROLE.get(m.component) == role]
+    return items
+
+
+def _package(spec: NodeSpec, name: str) -> tuple[str, str]:
+    for comp in spec.components.values():
+        for p in comp.packages:
+            if p.name == name and comp.enabled:
+                return comp.name, p.version
+    raise CouldNotRun(f"{name} is not a package of this host's spec")
+
+
+def check_package_pinned(spec: NodeSpec, probe: Probe, name: str) -> None:
+    """Installed at exactly the pinned version (epoch included)."""
+    component, version = _package(spec, name)
+    installed = probe.packages().get(name)
+    expected = f"{name} {version} installed ({spec.matrix} {component})"
+    if installed is None or not installed.installed:
+        fail(f"{name} is not installed", expected=expected,
+             found="not installed" if installed is None else f"dpkg status {installed.status!r}",
+             remediation=Remediation.RECONFIGURE)
+    expect(installed.version == version, f"{name} is at {installed.version}, the matrix pins {version}",
+           expected=expected, found=f"{name} {installed.version}", remediation=Remediation.RECONFIGURE)
+
+
+def check_package_held(spec: NodeSpec, probe: Probe, name: str) -> None:
+    """Held against upgrades (apt-mark hold / dnf versionlock)."""
+    _package(spec, name)
+    holds = probe.holds()
+    tool = "apt-mark showhold" if spec.package_manager == "apt" else "dnf versionlock list"
+    expect(name in holds, f"{name} is not held: an unattended upgrade can move it off the pin",
+           expected=f"{name} in `{tool}`", found=f"not held ({len(holds)} packages held)",
+           remediation=Remediation.RECONFIGURE)
+
+
+def check_service_active(spec: NodeSpec, probe: Probe, name: str) -> None:
+    svc = next((s for s in spec.services if s.name == name), None)
+    if svc is None:
+        raise CouldNotRun(f"{name} is not a service of this host's spec")
+    unit = probe.units().get(name)
+    if unit is None or unit.load == "not-found":
+        fail(f"{name}.service does not exist", expected="loaded, active (running), enabled",
+             found="unit not found", remediation=Remediation.RECONFIGURE)
+    if svc.running:
+        expect(unit.active == "active", f"{name} is {unit.active} ({unit.sub})",
+               expected="active (running)", found=f"{unit.active} ({unit.sub})", remediation=Remediation.REBOOT
+               if name == "nvidia-fabricmanager" else Remediation.RECONFIGURE)
+    if svc.enabled:
+        expect(unit.unit_file in ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated"),
+               f"{name} is not enabled at boot ({unit.unit_file or 'unknown'})", expected="enabled",
+               found=unit.unit_file or "unknown", remediation=Remediation.RECONFIGURE)
+
+
+def check_module_loaded(spec: NodeSpec, probe: Probe, name: str) -> None:
+    mod = next((m for m in spec.kernel_modules if m.name == name), None)
+    if mod is None:
+        raise CouldNotRun(f"{name} is not a kernel module of this host's spec")
+    loaded = probe.modules()
+    # /proc/modules names use '_' where modprobe accepts '-'
+    found = loaded.get(name) or loaded.get(name.replace("-", "_"))
+    expect(found is not None, f"kernel module {name} is not loaded", expected=f"{name} in /proc/modules",
+           found="not loaded", remediation=Remediation.REBOOT if mod.component == "driver" else
+           Remediation.RECONFIGURE)
+    assert found is not None
+    expect(found.state == "Live", f"kernel module {name} is {found.state}", expected="Live", found=found.state,
+           remediation=Remediation.REBOOT)

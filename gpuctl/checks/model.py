@@ -1,0 +1,168 @@
+"""The verify result model: what one check on one host found, and how a failure is told.
+
+A check function raises `CheckFailure` (an AssertionError) carrying what was expected,
+what was found and a remediation class; `CouldNotRun` says the check could not be made
+at all (SSH failed, the tool is missing, its output was unreadable) — a distinct status,
+never a pass and never a plain "fail". The pytest plugin copies these fields into the
+test report, so the runner reads them even from an xdist worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from gpuctl.verdicts import Remediation
+
+__all__ = [
+    "CheckFailure", "CheckResult", "CheckStatus", "CouldNotRun", "HostResult", "HostStatus", "Remediation",
+    "VerifyResult",
+]
+
+
+class CheckStatus(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"  # could not run
+
+
+class HostStatus(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNREACHABLE = "unreachable"  # no check could run (SSH failed)
+    ERROR = "error"  # some checks could not run, none failed
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+class CheckFailure(AssertionError):
+    """A check ran and the host is not as the NodeSpec says."""
+
+    def __init__(self, message: str, *, expected: Any, found: Any, remediation: Remediation,
+                 subject: str = "") -> None:
+        self.expected = _text(expected)
+        self.found = _text(found)
+        self.remediation = Remediation(remediation)
+        self.subject = subject
+        self.message = message
+        super().__init__(f"{message} (expected: {self.expected}; found: {self.found}; "
+                         f"remediation: {self.remediation.value})")
+
+    def fields(self) -> dict[str, str]:
+        return {"expected": self.expected, "found": self.found, "remediation": self.remediation.value,
+                "message": self.message, "subject": self.subject}
+
+
+class CouldNotRun(Exception):
+    """The check could not be made: SSH failure, a missing command, unreadable output."""
+
+    def __init__(self, message: str, remediation: Remediation = Remediation.RERUN) -> None:
+        self.message = message
+        self.remediation = Remediation(remediation)
+        super().__init__(message)
+
+    def fields(self) -> dict[str, str]:
+        return {"expected": "", "found": "", "remediation": self.remediation.value, "message": self.message,
+                "subject": ""}
+
+
+@dataclass
+class CheckResult:
+    host: str
+    check: str  # "nvidia_driver.gpu_pcie_width[gpu3]"
+    role: str
+    status: CheckStatus
+    expected: str = ""
+    found: str = ""
+    remediation: str = ""
+    message: str = ""
+    duration_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
+
+
+@dataclass
+class HostResult:
+    host: str
+    checks: list[CheckResult] = field(default_factory=list)
+    unreachable_reason: str = ""
+
+    def count(self, status: CheckStatus) -> int:
+        return sum(1 for c in self.checks if c.status is status)
+
+    @property
+    def status(self) -> HostStatus:
+        if self.unreachable_reason:
+            return HostStatus.UNREACHABLE
+        if self.count(CheckStatus.FAIL):
+            return HostStatus.FAIL
+        if self.count(CheckStatus.ERROR):
+            return HostStatus.ERROR
+        return HostStatus.PASS if self.count(CheckStatus.PASS) else HostStatus.ERROR
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status is CheckStatus.FAIL]
+
+    @property
+    def errors(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status is CheckStatus.ERROR]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "status": self.status.value,
+            "unreachable_reason": self.unreachable_reason,
+            "counts": {s.value: self.count(s) for s in CheckStatus},
+            "failed": [_brief(c) for c in self.failed],
+            "could_not_run": [_brief(c) for c in self.errors],
+            "checks": [c.as_dict() for c in self.checks],
+        }
+
+
+def _brief(c: CheckResult) -> dict[str, str]:
+    return {"check": c.check, "expected": c.expected, "found": c.found, "remediation": c.remediation,
+            "message": c.message}
+
+
+@dataclass
+class VerifyResult:
+    hosts: dict[str, HostResult]
+    duration_s: float = 0.0
+    run_id: str | None = None
+    remote_commands: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def status(self) -> HostStatus:
+        statuses = {h.status for h in self.hosts.values()}
+        if not self.hosts or statuses == {HostStatus.UNREACHABLE}:
+            return HostStatus.UNREACHABLE
+        if HostStatus.FAIL in statuses:
+            return HostStatus.FAIL
+        if statuses & {HostStatus.ERROR, HostStatus.UNREACHABLE}:
+            return HostStatus.ERROR
+        return HostStatus.PASS
+
+    @property
+    def all_checks(self) -> list[CheckResult]:
+        return [c for h in self.hosts.values() for c in h.checks]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "run": self.run_id,
+            "duration_s": round(self.duration_s, 2),
+            "remote_commands": self.remote_commands,
+            "hosts": {name: h.as_dict() for name, h in sorted(self.hosts.items())},
+        }

@@ -1,0 +1,232 @@
+"""The pytest plugin behind `gpuctl verify` (loaded with `-p gpuctl.checks.plugin`).
+
+It reads the NodeSpecs serialized by the runner (`--gpuctl-specs FILE.json`, node name →
+NodeSpec JSON), gives each check its host's `spec` and cached `probe`, parametrizes
+`@for_each` checks per item, drops items and roles a host's spec does not have, and
+copies every check's identity and failure fields (expected, found, remediation) into the
+test report's `user_properties`, which xdist carries back to the controller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuctl.errors import ParseError
+from gpuctl.spec import NodeSpec
+
+from .model import CheckFailure, CouldNotRun
+from .probe import Probe
+
+log = logging.getLogger(__name__)
+
+USER_PROPERTY = "gpuctl"
+
+_PROBES: dict[str, Probe] = {}
+_PROBES_LOCK = threading.Lock()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuctl")
+    group.addoption("--gpuctl-specs", dest="gpuctl_specs", help="JSON file: node name -> NodeSpec")
+    group.addoption("--gpuctl-raw-dir", dest="gpuctl_raw_dir", help="write raw command outputs here")
+    group.addoption("--gpuctl-prefetch", dest="gpuctl_prefetch", type=int, default=0,
+                    help="run each host's commands up front, this many hosts at a time (0: on demand)")
+    group.addoption("--gpuctl-timeout", dest="gpuctl_timeout", type=int, default=120,
+                    help="seconds one remote command may take")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpuctl_items(fn): parametrize `item` with fn(spec) per host")
+    config._gpuctl_specs = _load_specs(config.getoption("gpuctl_specs"))  # type: ignore[attr-defined]
+
+
+def _load_specs(path: str | None) -> dict[str, NodeSpec]:
+    if not path:
+        return {}
+    data = json.loads(Path(path).read_text())
+    return {name: NodeSpec.model_validate(d) for name, d in data.items()}
+
+
+def specs_of(config: pytest.Config) -> dict[str, NodeSpec]:
+    return getattr(config, "_gpuctl_specs", {})
+
+
+def host_name(host: Any) -> str:
+    """The testinfra host's name ('gpu-01' for ssh://gpu-01; 'local' for local://)."""
+    backend = getattr(host, "backend", None)
+    return str(getattr(backend, "hostname", None) or getattr(host, "name", "local"))
+
+
+def spec_for(config: pytest.Config, name: str) -> NodeSpec | None:
+    specs = specs_of(config)
+    if name in specs:
+        return specs[name]
+    if name in ("local", "localhost") and len(specs) == 1:  # one node verified through the local connector
+        return next(iter(specs.values()))
+    return None
+
+
+def role_of(path: Path) -> str:
+    """roles/<role>/checks.py → role."""
+    return path.parent.name
+
+
+# ---------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def spec(request: pytest.FixtureRequest, host: Any) -> NodeSpec:
+    name = host_name(host)
+    s = spec_for(request.config, name)
+    if s is None:
+        raise CouldNotRun(f"no NodeSpec for host {name!r} (known: {', '.join(specs_of(request.config)) or 'none'})")
+    return s
+
+
+@pytest.fixture(scope="module")
+def probe(request: pytest.FixtureRequest, host: Any, spec: NodeSpec) -> Probe:
+    return get_probe(request.config, host, spec)
+
+
+def get_probe(config: pytest.Config, host: Any, spec: NodeSpec) -> Probe:
+    name = host_name(host)
+    with _PROBES_LOCK:
+        if name not in _PROBES:
+            raw = config.getoption("gpuctl_raw_dir", None)
+            _PROBES[name] = Probe(host, spec, Path(raw) if raw else None,
+                                  timeout_s=config.getoption("gpuctl_timeout", 120) or 120)
+        return _PROBES[name]
+
+
+def probes() -> dict[str, Probe]:
+    return dict(_PROBES)
+
+
+def reset_probes() -> None:
+    """Forget cached outputs (a new verify run in the same process)."""
+    with _PROBES_LOCK:
+        _PROBES.clear()
+
+
+# ---------------------------------------------------------------- parametrization
+
+def _items_for(metafunc_or_item: Any, spec: NodeSpec) -> list[str]:
+    marker = metafunc_or_item.get_closest_marker("gpuctl_items") if hasattr(metafunc_or_item, "get_closest_marker") \
+        else metafunc_or_item.definition.get_closest_marker("gpuctl_items")
+    return list(dict.fromkeys(marker.args[0](spec)))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "item" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("gpuctl_items")
+    if marker is None:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: a check taking `item` needs @for_each(...)")
+    role = role_of(Path(str(metafunc.definition.path)))
+    union: list[str] = []
+    for s in specs_of(metafunc.config).values():
+        if s.roles.get(role, ""):
+            continue
+        for it in marker.args[0](s):
+            if it not in union:
+                union.append(it)
+    if union:
+        metafunc.parametrize("item", union, ids=union)
+    else:
+        # nothing to check on any host: collect nothing rather than a vacuous pass
+        metafunc.parametrize("item", [pytest.param(None, marks=pytest.mark.gpuctl_none)], ids=["none"])
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep, drop = [], []
+    for it in items:
+        callspec = getattr(it, "callspec", None)
+        host = callspec.params.get("_testinfra_host") if callspec else None
+        s = spec_for(config, host_name(host)) if host is not None else None
+        role = role_of(Path(str(it.path)))
+        if s is None:
+            keep.append(it)  # the `spec` fixture reports it as could-not-run
+            continue
+        if s.roles.get(role, "") or it.get_closest_marker("gpuctl_none"):
+            drop.append(it)
+            continue
+        if callspec and "item" in callspec.params and callspec.params["item"] not in _items_for(it, s):
+            drop.append(it)
+            continue
+        it.user_properties.append((USER_PROPERTY, {"host": s.node, "role": role, "check": check_id(it)}))
+        if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") == "loadgroup":
+            it.add_marker(pytest.mark.xdist_group(s.node))
+        keep.append(it)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def check_id(item: pytest.Item) -> str:
+    """'<role>.<check>[<item>]', e.g. 'nvidia_driver.gpu_pcie_width[gpu3]'."""
+    name = getattr(item, "originalname", item.name).removeprefix("test_")
+    callspec = getattr(item, "callspec", None)
+    sub = callspec.params.get("item") if callspec else None
+    return f"{role_of(Path(str(item.path)))}.{name}" + (f"[{sub}]" if sub is not None else "")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    threads = session.config.getoption("gpuctl_prefetch", 0) or 0
+    if threads <= 0 or hasattr(session.config, "workerinput"):
+        return
+    roles: dict[str, tuple[Any, NodeSpec, set[str]]] = {}
+    for it in session.items:
+        callspec = getattr(it, "callspec", None)
+        host = callspec.params.get("_testinfra_host") if callspec else None
+        s = spec_for(session.config, host_name(host)) if host is not None else None
+        if s is None:
+            continue
+        roles.setdefault(s.node, (host, s, set()))[2].add(role_of(Path(str(it.path))))
+    if not roles:
+        return
+
+    def fetch(entry: tuple[Any, NodeSpec, set[str]]) -> None:
+        host, s, wanted = entry
+        get_probe(session.config, host, s).prefetch(wanted)
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(roles))) as pool:
+        list(pool.map(fetch, roles.values()))
+
+
+# ---------------------------------------------------------------- reports
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    excinfo = call.excinfo
+    if excinfo is None or report.passed:
+        return
+    props = dict(item.user_properties).get(USER_PROPERTY)
+    if props is None:
+        return
+    exc = excinfo.value
+    extra: dict[str, Any] = {}
+    if isinstance(exc, CheckFailure):
+        extra = {"outcome": "fail", **exc.fields()}
+    elif isinstance(exc, CouldNotRun):
+        probe = _PROBES.get(props["host"])
+        extra = {"outcome": "error", **exc.fields(), "unreachable": bool(probe and probe.unreachable)}
+    elif isinstance(exc, ParseError):
+        extra = {"outcome": "error", "message": f"unreadable output: {exc}", "remediation": "rerun"}
+    elif isinstance(exc, pytest.skip.Exception):
+        extra = {"outcome": "skip", "message": str(exc.msg if hasattr(exc, "msg") else exc)}
+    elif isinstance(exc, AssertionError):
+        extra = {"outcome": "fail", "message": str(exc).splitlines()[0] if str(exc) else "assertion failed",
+                 "remediation": "rerun"}
+    else:
+        extra = {"outcome": "error", "message": f"check crashed: {type(exc).__name__}: {exc}",
+                 "remediation": "rerun"}
+    report.user_properties.append((USER_PROPERTY + "_result", extra))

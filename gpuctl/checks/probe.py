@@ -1,0 +1,376 @@
+"""Remote outputs for the checks: each command runs once per host per verify run.
+
+A `Probe` wraps one testinfra host and the host's NodeSpec. Every accessor runs its
+command on first use, keeps the output for every later check (one `nvidia-smi -q -x`
+per host, read by all GPU checks), writes the raw text under the raw directory for the
+run record, and parses it with `gpuctl.parsers` or `gpuctl.checks.outputs`.
+
+A command that cannot be run (SSH failure, command missing, timeout, unreadable
+output) raises `CouldNotRun`; once SSH has failed for a host, every later command on it
+fails at once with the same reason instead of waiting for another timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpuctl.errors import ParseError
+from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
+from gpuctl.parsers.nvidia_smi import (
+    DriverLibraryMismatch,
+    DriverNotLoaded,
+    GpuLost,
+    NoDevicesFound,
+    NvidiaSmiFailure,
+    NvidiaSmiResult,
+    parse_nvidia_smi_xml,
+)
+from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
+from gpuctl.parsers.xid import XidResult, parse_xid_log
+from gpuctl.spec import NodeSpec
+
+from . import outputs
+from .model import CouldNotRun, Remediation
+
+log = logging.getLogger(__name__)
+
+COMMAND_TIMEOUT_S = 120
+NCCL_CONF = "/etc/nccl.conf"
+# Files read in one `tail -n +1` bundle (plus per-spec ones: sysctl, keyring, …).
+STATIC_FILES: tuple[str, ...] = (
+    "/proc/modules", "/proc/meminfo", "/proc/cmdline", "/proc/mounts", "/proc/mdstat",
+    "/sys/module/nvidia/version", "/proc/driver/nvidia/version", NCCL_CONF,
+)
+# Shell globs expanded on the host, read in the same bundle.
+STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.list.d/*")
+
+
+class RunsCommands(Protocol):
+    """What a Probe needs of a host: testinfra's `Host.run` (or a fake with the same shape)."""
+
+    def run(self, command: str, *args: str, **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Output:
+    command: str
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def sysctl_path(key: str) -> str:
+    return "/proc/sys/" + key.replace(".", "/")
+
+
+def _timeout(cmd: str, seconds: int) -> str:
+    return f"timeout {seconds} sh -c {shlex.quote(cmd)}"
+
+
+class Probe:
+    """Cached command outputs of one host (thread-safe: prefetch runs in threads)."""
+
+    def __init__(self, host: RunsCommands, spec: NodeSpec, raw_dir: Path | None = None,
+                 timeout_s: int = COMMAND_TIMEOUT_S) -> None:
+        self.host = host
+        self.spec = spec
+        self.raw_dir = raw_dir
+        self.timeout_s = timeout_s
+        self.unreachable: str | None = None
+        self._cache: dict[str, Output | CouldNotRun] = {}
+        self._parsed: dict[str, Any] = {}
+        self._lock = threading.RLock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self.commands_run = 0
+
+    # ------------------------------------------------------------ running
+
+    def output(self, key: str, command: str, *, tool: str | None = None, ok_rc: Iterable[int] = (0,)) -> Output:
+        """Run `command` once per host (cached under `key`); CouldNotRun when it cannot."""
+        with self._lock:
+            klock = self._key_locks.setdefault(key, threading.Lock())
+        with klock:
+            cached = self._cache.get(key)
+            if cached is None:
+                cached = self._execute(key, command, tool)
+                self._cache[key] = cached
+        if isinstance(cached, CouldNotRun):
+            raise cached
+        if cached.rc not in tuple(ok_rc):
+            text = (cached.stderr.strip() or cached.stdout.strip()).splitlines()
+            raise CouldNotRun(f"`{command}` exited {cached.rc}: {text[-1] if text else 'no output'}")
+        return cached
+
+    def _execute(self, key: str, command: str, tool: str | None) -> Output | CouldNotRun:
+        if self.unreachable:
+            return CouldNotRun(self.unreachable)
+        start = time.monotonic()
+        try:
+            res = self.host.run(_timeout(command, self.timeout_s))
+        except RuntimeError as exc:  # testinfra's ssh backend: ssh exited 255
+            err = getattr(exc.args[0], "stderr", "") if exc.args else ""
+            reason = (err or str(exc)).strip().splitlines()
+            self.unreachable = f"ssh to {self.spec.node} failed: {reason[-1] if reason else 'exit 255'}"
+            log.warning("%s", self.unreachable)
+            return CouldNotRun(self.unreachable)
+        self.commands_run += 1
+        out = Output(command, int(res.rc), _text(res.stdout), _text(res.stderr), time.monotonic() - start)
+        self._keep_raw(key, out)
+        if out.rc == 124:
+            return CouldNotRun(f"`{command}` timed out after {self.timeout_s} s")
+        if out.rc == 127 or (tool and re.search(rf"{re.escape(tool)}: (command )?not found", out.stderr)):
+            return CouldNotRun(f"`{tool or command.split()[0]}` is not installed on {self.spec.node}")
+        return out
+
+    def _keep_raw(self, key: str, out: Output) -> None:
+        if self.raw_dir is None:
+            return
+        d = self.raw_dir / self.spec.node
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{key}.txt").write_text(out.stdout)
+        if out.stderr.strip() or out.rc:
+            (d / f"{key}.stderr.txt").write_text(f"$ {out.command}\n# exit {out.rc}\n{out.stderr}")
+
+    def parsed(self, key: str, build: Any) -> Any:
+        """Parse once per host; a ParseError becomes CouldNotRun (and is remembered)."""
+        with self._lock:
+            if key not in self._parsed:
+                try:
+                    self._parsed[key] = build()
+                except ParseError as exc:
+                    self._parsed[key] = CouldNotRun(f"unreadable output: {exc}")
+                except CouldNotRun as exc:
+                    self._parsed[key] = exc
+            value = self._parsed[key]
+        if isinstance(value, CouldNotRun):
+            raise value
+        return value
+
+    # ------------------------------------------------------------ files
+
+    def file_paths(self) -> list[str]:
+        s = self.spec
+        paths = list(STATIC_FILES) + [sysctl_path(k) for k in s.sysctl] + [s.repo.keyring_path]
+        return list(dict.fromkeys(paths))
+
+    def files(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Every file of interest in one command: ({path: text}, {path: error})."""
+        def build() -> tuple[dict[str, str], dict[str, str]]:
+            cmd = "tail -n +1 -- " + " ".join(shlex.quote(p) for p in self.file_paths()) + " " + \
+                  " ".join(STATIC_GLOBS)
+            out = self.output("files", cmd, ok_rc=(0, 1))
+            return outputs.parse_tail_bundle(out.stdout, out.stderr)
+        return self.parsed("files", build)
+
+    def file(self, path: str) -> str | None:
+        """The file's text, or None if it does not exist on the host."""
+        files, _errors = self.files()
+        return files.get(path)
+
+    def files_under(self, prefix: str) -> dict[str, str]:
+        files, _ = self.files()
+        return {p: t for p, t in files.items() if p.startswith(prefix)}
+
+    def require_file(self, path: str) -> str:
+        text = self.file(path)
+        if text is None:
+            _files, errors = self.files()
+            raise CouldNotRun(f"cannot read {path}: {errors.get(path, 'not in the output')}")
+        return text
+
+    # ------------------------------------------------------------ packages, services, modules
+
+    def packages(self) -> dict[str, outputs.InstalledPackage]:
+        def build() -> dict[str, outputs.InstalledPackage]:
+            if self.spec.package_manager == "apt":
+                out = self.output("packages", "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'",
+                                  tool="dpkg-query")
+                return outputs.parse_dpkg_query(out.stdout)
+            out = self.output("packages", "rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n'", tool="rpm")
+            return outputs.parse_rpm_query(out.stdout)
+        return self.parsed("packages", build)
+
+    def holds(self) -> set[str]:
+        def build() -> set[str]:
+            if self.spec.package_manager == "apt":
+                out = self.output("holds", "apt-mark showhold", tool="apt-mark")
+            else:
+                out = self.output("holds", "dnf versionlock list -q", tool="dnf")
+            return outputs.parse_holds(out.stdout, self.spec.package_manager)
+        return self.parsed("holds", build)
+
+    def units(self) -> dict[str, outputs.UnitState]:
+        def build() -> dict[str, outputs.UnitState]:
+            names = " ".join(shlex.quote(f"{s.name}.service") for s in self.spec.services)
+            out = self.output("services", "systemctl show --property=Id,LoadState,ActiveState,SubState,"
+                                          f"UnitFileState -- {names}", tool="systemctl")
+            return outputs.parse_systemctl_show(out.stdout)
+        return self.parsed("units", build)
+
+    def modules(self) -> dict[str, outputs.LoadedModule]:
+        return self.parsed("modules", lambda: outputs.parse_proc_modules(self.require_file("/proc/modules")))
+
+    def kernel_module_version(self) -> tuple[str | None, str]:
+        """The loaded nvidia kernel module's version and where it was read."""
+        sys_version = self.file("/sys/module/nvidia/version")
+        if sys_version and sys_version.strip():
+            return sys_version.strip(), "/sys/module/nvidia/version"
+        proc = self.file("/proc/driver/nvidia/version")
+        if proc:
+            return outputs.parse_proc_driver_version(proc), "/proc/driver/nvidia/version"
+        return None, "/sys/module/nvidia/version"
+
+    # ------------------------------------------------------------ GPUs
+
+    def nvidia_smi(self) -> NvidiaSmiResult:
+        """`nvidia-smi -q -x` parsed. NVML failures raise NvidiaSmiFailure (for the node-level
+        check to judge); other problems CouldNotRun."""
+        def build() -> NvidiaSmiResult | NvidiaSmiFailure:
+            out = self.output("nvidia-smi-q-x", "nvidia-smi -q -x", tool="nvidia-smi", ok_rc=range(0, 256))
+            try:
+                return parse_nvidia_smi_xml(out.stdout + ("\n" + out.stderr if out.rc else ""))
+            except NvidiaSmiFailure as exc:
+                return exc
+        value = self.parsed("nvidia_smi", build)
+        if isinstance(value, NvidiaSmiFailure):
+            raise value
+        return value
+
+    def gpus(self) -> NvidiaSmiResult:
+        """Like `nvidia_smi()`, for per-GPU checks: an NVML failure is 'could not run' here
+        (the node-level check `nvml_readable` fails with the remediation)."""
+        try:
+            return self.nvidia_smi()
+        except NvidiaSmiFailure as exc:
+            raise CouldNotRun(f"nvidia-smi cannot read the GPUs ({exc.kind}); see nvidia_driver.nvml_readable",
+                              nvml_remediation(exc)) from None
+
+    def topo(self) -> TopoResult:
+        def build() -> TopoResult:
+            out = self.output("nvidia-smi-topo-m", "nvidia-smi topo -m", tool="nvidia-smi", ok_rc=range(0, 256))
+            try:
+                return parse_topo_matrix(out.stdout)
+            except ParseError:
+                from gpuctl.parsers.nvidia_smi import _check_failure  # the NVML failure line, if that is why
+                try:
+                    _check_failure(out.stdout + "\n" + out.stderr)
+                except NvidiaSmiFailure as exc:
+                    raise CouldNotRun(f"nvidia-smi topo -m cannot read the GPUs ({exc.kind})",
+                                      nvml_remediation(exc)) from None
+                raise
+        return self.parsed("topo", build)
+
+    def kernel_log(self) -> XidResult:
+        """The kernel log of the current boot: `journalctl -k -b`, or `dmesg` without journald."""
+        def build() -> XidResult:
+            out = self.output("kernel-log", "if command -v journalctl >/dev/null 2>&1; then "
+                                            "journalctl -k -b --no-pager -q -o short-monotonic; else dmesg; fi")
+            return parse_xid_log(out.stdout if out.stdout.strip() else "(empty kernel log)\n")
+        return self.parsed("kernel_log", build)
+
+    # ------------------------------------------------------------ fabric, network
+
+    def interfaces(self) -> dict[str, outputs.Interface]:
+        return self.parsed("interfaces", lambda: outputs.parse_ip_addr_json(
+            self.output("ip-addr", "ip -j -d addr show", tool="ip").stdout))
+
+    def rdma_links(self) -> dict[str, outputs.RdmaLink]:
+        return self.parsed("rdma_links", lambda: outputs.parse_rdma_link_json(
+            self.output("rdma-link", "rdma -j link show", tool="rdma").stdout))
+
+    def verbs_ports(self) -> dict[str, outputs.VerbsPort]:
+        return self.parsed("verbs_ports", lambda: outputs.parse_ibv_devinfo(
+            self.output("ibv-devinfo", "ibv_devinfo", tool="ibv_devinfo").stdout))
+
+    def ibstat(self) -> IbstatResult:
+        return self.parsed("ibstat", lambda: parse_ibstat(self.output("ibstat", "ibstat", tool="ibstat").stdout))
+
+    def gids(self) -> dict[str, list[outputs.Gid]]:
+        def build() -> dict[str, list[outputs.Gid]]:
+            globs = " ".join(f"/sys/class/infiniband/{shlex.quote(p.hca)}/ports/*/gids/* "
+                             f"/sys/class/infiniband/{shlex.quote(p.hca)}/ports/*/gid_attrs/types/*"
+                             for p in self.spec.fabric.ports)
+            out = self.output("roce-gids", f"tail -n +1 -- {globs}", ok_rc=(0, 1))
+            files, _ = outputs.parse_tail_bundle(out.stdout, out.stderr)
+            return outputs.parse_gid_bundle(files)
+        return self.parsed("gids", build)
+
+    # ------------------------------------------------------------ storage, memory
+
+    def md_detail(self) -> outputs.MdDetail | None:
+        """`mdadm --detail` of the spec's array; None when the array does not exist."""
+        raid = self.spec.raid
+        assert raid is not None
+        name = shlex.quote(raid.name)
+
+        def build() -> outputs.MdDetail | None:
+            out = self.output("mdadm-detail", f"if [ -e /dev/md/{name} ]; then mdadm --detail /dev/md/{name}; "
+                                              f"elif [ -e /dev/{name} ]; then mdadm --detail /dev/{name}; "
+                                              "else echo 'no such md device'; exit 3; fi",
+                              tool="mdadm", ok_rc=(0, 1, 3))
+            if out.rc == 3 or (out.rc == 1 and "No such file" in out.stderr):
+                return None
+            if out.rc != 0:
+                raise CouldNotRun(f"mdadm --detail exited {out.rc}: {out.stderr.strip() or out.stdout.strip()}")
+            return outputs.parse_mdadm_detail(out.stdout)
+        return self.parsed("md_detail", build)
+
+    def mounts(self) -> dict[str, outputs.Mount]:
+        return self.parsed("mounts", lambda: outputs.parse_proc_mounts(self.require_file("/proc/mounts")))
+
+    def memory_kib(self) -> int:
+        return self.parsed("meminfo", lambda: outputs.parse_meminfo_kib(self.require_file("/proc/meminfo")))
+
+    # ------------------------------------------------------------ prefetch
+
+    def prefetch(self, roles: Iterable[str]) -> None:
+        """Run the commands the given roles' checks read, so checks find them cached."""
+        wanted = set(roles)
+        steps = [("files", self.files)]
+        if wanted & {"nvidia_driver", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm", "ofed", "gds",
+                     "lustre_client"}:
+            steps += [("packages", self.packages), ("holds", self.holds)]
+        if self.spec.services:
+            steps.append(("units", self.units))
+        if "nvidia_driver" in wanted:
+            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log)]
+        if wanted & {"network", "nccl"}:
+            steps.append(("interfaces", self.interfaces))
+            if self.spec.fabric.type != "none":
+                steps += [("rdma_links", self.rdma_links), ("verbs_ports", self.verbs_ports)]
+                if not self.spec.fabric.soft_roce:
+                    steps.append(("ibstat", self.ibstat))
+                if self.spec.fabric.type == "roce":
+                    steps.append(("gids", self.gids))
+        if "nvme_raid" in wanted and self.spec.raid is not None:
+            steps.append(("md_detail", self.md_detail))
+        for _name, step in steps:
+            if self.unreachable:
+                return
+            try:
+                step()
+            except Exception:  # judged (and reported) by the checks that read it
+                continue
+
+
+def nvml_remediation(exc: NvidiaSmiFailure) -> Remediation:
+    if isinstance(exc, (DriverLibraryMismatch, DriverNotLoaded)):
+        return Remediation.REBOOT
+    if isinstance(exc, (NoDevicesFound, GpuLost)):
+        return Remediation.RESEAT_OR_REPLACE
+    return Remediation.REBOOT
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value or ""

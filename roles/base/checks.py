@@ -1,0 +1,47 @@
+"""Checks of the base role: sysctl values, nouveau blacklisted and not loaded, the kernel
+command line, and enough CPU memory for the SKU."""
+
+from __future__ import annotations
+
+from gpuctl.checks.api import CouldNotRun, Remediation, expect, fail, for_each
+from gpuctl.checks.outputs import parse_modprobe_blacklist
+from gpuctl.checks.probe import sysctl_path
+
+ROLE = "base"
+
+
+@for_each(lambda spec: list(spec.sysctl))
+def test_sysctl(host, spec, probe, item):
+    want = spec.sysctl[item]
+    text = probe.file(sysctl_path(item))
+    if text is None:
+        raise CouldNotRun(f"{sysctl_path(item)} is not readable (unknown sysctl on this kernel?)")
+    found = " ".join(text.split())
+    expect(found == " ".join(want.split()), f"sysctl {item} = {found}", expected=want, found=found,
+           remediation=Remediation.RECONFIGURE)
+
+
+@for_each(lambda spec: list(spec.blacklisted_modules))
+def test_module_blacklisted(host, spec, probe, item):
+    """Blacklisted in /etc/modprobe.d and not loaded now."""
+    named = parse_modprobe_blacklist(probe.files_under("/etc/modprobe.d/"))
+    expect(item in named, f"{item} is not blacklisted in /etc/modprobe.d", expected=f"blacklist {item}",
+           found="no 'blacklist' line", remediation=Remediation.RECONFIGURE)
+    loaded = probe.modules()
+    expect(item not in loaded, f"{item} is loaded although blacklisted in {named[item]} (initramfs not rebuilt?)",
+           expected=f"{item} not loaded", found=f"{item} loaded", remediation=Remediation.REBOOT)
+
+
+@for_each(lambda spec: list(spec.kernel_cmdline))
+def test_kernel_cmdline(host, spec, probe, item):
+    args = probe.require_file("/proc/cmdline").split()
+    expect(item in args, f"kernel command line lacks {item}", expected=item, found=" ".join(args),
+           remediation=Remediation.REBOOT)
+
+
+def test_cpu_memory(host, spec, probe):
+    gib = probe.memory_kib() / 1024 / 1024
+    want = spec.hardware.min_cpu_memory_gib
+    if gib < want:
+        fail(f"{gib:.1f} GiB of CPU memory, the minimum is {want:g} GiB ({spec.hardware.min_cpu_memory_source})",
+             expected=f">= {want:g} GiB", found=f"{gib:.1f} GiB", remediation=Remediation.RESEAT_OR_REPLACE)

@@ -1,0 +1,68 @@
+"""Checks of the nccl role: NCCL packages pinned and held, and /etc/nccl.conf holding the
+settings the spec derives from the fabric, naming RDMA devices and interfaces that exist."""
+
+from __future__ import annotations
+
+from gpuctl.checks.api import (
+    CouldNotRun,
+    Remediation,
+    check_package_held,
+    check_package_pinned,
+    expect,
+    fail,
+    for_each,
+    packages_of,
+)
+from gpuctl.checks.outputs import parse_key_values
+from gpuctl.checks.probe import NCCL_CONF
+
+ROLE = "nccl"
+
+
+@for_each(packages_of(ROLE))
+def test_package_pinned(host, spec, probe, item):
+    check_package_pinned(spec, probe, item)
+
+
+@for_each(packages_of(ROLE))
+def test_package_held(host, spec, probe, item):
+    check_package_held(spec, probe, item)
+
+
+def _conf(probe):
+    text = probe.file(NCCL_CONF)
+    if text is None:
+        fail(f"{NCCL_CONF} is missing", expected=f"{NCCL_CONF} present", found="missing",
+             remediation=Remediation.RECONFIGURE)
+    return parse_key_values(text)
+
+
+@for_each(lambda spec: list(spec.nccl_conf))
+def test_nccl_conf(host, spec, probe, item):
+    conf = _conf(probe)
+    want = spec.nccl_conf[item]
+    expect(conf.get(item) == want, f"{NCCL_CONF}: {item}={conf.get(item, '(unset)')}", expected=f"{item}={want}",
+           found=f"{item}={conf[item]}" if item in conf else "unset", remediation=Remediation.RECONFIGURE)
+
+
+def _names(value: str) -> list[str]:
+    """'=mlx5_0,=mlx5_1:1' / '^docker0' → device names (exact-match '=' and port ':N' dropped)."""
+    return [part.lstrip("=^").split(":")[0] for part in value.split(",") if part.strip("=^ ")]
+
+
+@for_each(lambda spec: _names(spec.nccl_conf.get("NCCL_IB_HCA", "")))
+def test_nccl_ib_hca_exists(host, spec, probe, item):
+    """Every RDMA device NCCL_IB_HCA names exists on the host."""
+    conf = _conf(probe)
+    if item not in _names(conf.get("NCCL_IB_HCA", "")):
+        raise CouldNotRun(f"{NCCL_CONF} does not name {item}; see {ROLE}.nccl_conf[NCCL_IB_HCA]")
+    devices = {link.device for link in probe.rdma_links().values()}
+    expect(item in devices, f"NCCL_IB_HCA names {item}, which does not exist", expected=f"RDMA device {item}",
+           found=", ".join(sorted(devices)) or "no RDMA devices", remediation=Remediation.RECONFIGURE)
+
+
+@for_each(lambda spec: _names(spec.nccl_conf.get("NCCL_SOCKET_IFNAME", "")))
+def test_nccl_socket_ifname_exists(host, spec, probe, item):
+    interfaces = probe.interfaces()
+    expect(item in interfaces, f"NCCL_SOCKET_IFNAME names {item}, which does not exist",
+           expected=f"interface {item}", found=", ".join(sorted(interfaces)), remediation=Remediation.RECONFIGURE)

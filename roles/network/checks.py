@@ -1,0 +1,137 @@
+"""Checks of the network role: RDMA fabric ports (state, link layer, rate), their addresses
+and RoCE GIDs, VLANs up with their addresses, and the kernel modules the fabric needs.
+
+Port state comes from `rdma -j link` (the kernel's view, the same for mlx5 and Soft-RoCE),
+link layer from `ibv_devinfo`, rate from `ibstat`. A Soft-RoCE device (rdma_rxe) has no
+line rate of its own, so the SKU's rate is reported as not applicable there, never passed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuctl.checks.api import (
+    CouldNotRun,
+    Remediation,
+    check_module_loaded,
+    expect,
+    fail,
+    for_each,
+    modules_of,
+)
+
+ROLE = "network"
+
+
+def hca_items(spec):
+    return [p.hca for p in spec.fabric.ports] if spec.fabric.type != "none" else []
+
+
+def addressed_port_items(spec):
+    return [p.interface for p in spec.fabric.ports if p.address] if spec.fabric.type != "none" else []
+
+
+def _port(spec, hca):
+    return next(p for p in spec.fabric.ports if p.hca == hca)
+
+
+@for_each(modules_of(ROLE))
+def test_module_loaded(host, spec, probe, item):
+    check_module_loaded(spec, probe, item)
+
+
+@for_each(hca_items)
+def test_fabric_port_state(host, spec, probe, item):
+    links = [link for link in probe.rdma_links().values() if link.device == item]
+    if not links:
+        devices = sorted({link.device for link in probe.rdma_links().values()})
+        fail(f"RDMA device {item} does not exist", expected=f"{item} port ACTIVE/LINK_UP",
+             found=f"devices: {', '.join(devices) or 'none'}",
+             remediation=Remediation.RECONFIGURE if spec.fabric.soft_roce else Remediation.RESEAT_OR_REPLACE)
+    down = [link for link in links if link.state != "ACTIVE" or link.physical_state != "LINK_UP"]
+    expect(not down, f"{item}: port " + ", ".join(f"{d.port} is {d.state}/{d.physical_state}" for d in down)
+           + (f" (netdev {down[0].netdev})" if down and down[0].netdev else ""),
+           expected="ACTIVE/LINK_UP", found=", ".join(f"{d.device}/{d.port} {d.state}/{d.physical_state}"
+                                                      for d in down),
+           remediation=Remediation.RESEAT_OR_REPLACE)
+
+
+@for_each(hca_items)
+def test_fabric_link_layer(host, spec, probe, item):
+    ports = [p for p in probe.verbs_ports().values() if p.device == item]
+    if not ports:
+        raise CouldNotRun(f"ibv_devinfo lists no {item}; see {ROLE}.fabric_port_state[{item}]")
+    want = spec.fabric.link_layer
+    wrong = [p for p in ports if p.link_layer != want]
+    expect(not wrong, f"{item}: link layer {wrong[0].link_layer if wrong else ''}, the fabric is {spec.fabric.type}",
+           expected=want, found=", ".join(f"{p.device}/{p.port} {p.link_layer}" for p in wrong),
+           remediation=Remediation.RECONFIGURE)
+
+
+@for_each(hca_items)
+def test_fabric_port_rate(host, spec, probe, item):
+    want = spec.fabric.rate_gbps
+    if spec.fabric.soft_roce:
+        netdev = next((link.netdev for link in probe.rdma_links().values() if link.device == item), None)
+        pytest.skip(f"not applicable: soft-roce device ({item} over {netdev or 'its netdev'} has no line rate; "
+                    f"the SKU's {want} Gb/s applies to a hardware port)")
+    if want is None:
+        pytest.skip("not applicable: the inventory names no fabric rate")
+    ports = [p for p in probe.ibstat().ports if p.ca == item]
+    if not ports:
+        raise CouldNotRun(f"ibstat lists no {item}; see {ROLE}.fabric_port_state[{item}]")
+    slow = [p for p in ports if p.rate_gbps < want]
+    expect(not slow, f"{item}: Active at {slow[0].rate_gbps:g} Gb/s, expected {want} Gb/s (degraded link: "
+           "cable, transceiver or switch port)" if slow else "", expected=f"{want} Gb/s",
+           found=", ".join(f"{p.name} {p.rate_gbps:g} Gb/s" for p in slow), remediation=Remediation.RESEAT_OR_REPLACE)
+
+
+@for_each(addressed_port_items)
+def test_fabric_address(host, spec, probe, item):
+    port = next(p for p in spec.fabric.ports if p.interface == item)
+    iface = probe.interfaces().get(item)
+    if iface is None:
+        fail(f"fabric interface {item} does not exist", expected=f"{item} with {port.address}", found="missing",
+             remediation=Remediation.RECONFIGURE)
+    expect(port.address in iface.addresses, f"{item} lacks {port.address}", expected=port.address,
+           found=", ".join(iface.addresses) or "no IPv4 address", remediation=Remediation.RECONFIGURE)
+    if spec.fabric.mtu:
+        expect(iface.mtu == spec.fabric.mtu, f"{item} MTU {iface.mtu}", expected=f"MTU {spec.fabric.mtu}",
+               found=f"MTU {iface.mtu}", remediation=Remediation.RECONFIGURE)
+
+
+@for_each(lambda spec: [p.hca for p in spec.fabric.ports if p.address] if spec.fabric.type == "roce" else [])
+def test_roce_gid(host, spec, probe, item):
+    """A RoCE v2 GID carrying the port's IPv4 address (what NCCL and perftest use)."""
+    address = _port(spec, item).address.split("/")[0]
+    gids = [g for key, gl in probe.gids().items() if key.split("/")[0] == item for g in gl]
+    v2 = [g for g in gids if g.type.lower().replace(" ", "") == "rocev2"]
+    match = [g for g in v2 if g.ipv4 == address]
+    expect(bool(match), f"{item}: no RoCE v2 GID for {address}", expected=f"RoCE v2 GID ::ffff:{address}",
+           found=", ".join(f"{g.index}:{g.type or '?'}:{g.ipv4 or g.gid}" for g in gids) or "no GIDs",
+           remediation=Remediation.RECONFIGURE)
+
+
+@for_each(lambda spec: [v.interface for v in spec.vlans])
+def test_vlan_up(host, spec, probe, item):
+    vlan = next(v for v in spec.vlans if v.interface == item)
+    iface = probe.interfaces().get(item)
+    if iface is None:
+        fail(f"VLAN interface {item} does not exist", expected=f"{item}: VLAN {vlan.id} on {vlan.parent}, up",
+             found="missing", remediation=Remediation.RECONFIGURE)
+    expect(iface.kind == "vlan" and iface.vlan_id == vlan.id and iface.parent == vlan.parent,
+           f"{item} is not VLAN {vlan.id} on {vlan.parent}", expected=f"vlan id {vlan.id} on {vlan.parent}",
+           found=f"{iface.kind or 'not a vlan'} id {iface.vlan_id} on {iface.parent}",
+           remediation=Remediation.RECONFIGURE)
+    expect(iface.up, f"{item} is {iface.operstate}", expected="UP,LOWER_UP",
+           found=",".join(iface.flags) + f" ({iface.operstate})", remediation=Remediation.RECONFIGURE)
+
+
+@for_each(lambda spec: [v.interface for v in spec.vlans if v.address])
+def test_vlan_address(host, spec, probe, item):
+    vlan = next(v for v in spec.vlans if v.interface == item)
+    iface = probe.interfaces().get(item)
+    if iface is None:
+        raise CouldNotRun(f"{item} does not exist; see {ROLE}.vlan_up[{item}]")
+    expect(vlan.address in iface.addresses, f"{item} lacks {vlan.address}", expected=vlan.address,
+           found=", ".join(iface.addresses) or "no IPv4 address", remediation=Remediation.RECONFIGURE)

@@ -1,0 +1,268 @@
+"""Checks of the nvidia_driver role: driver packages, kernel modules, and the GPUs themselves.
+
+Every expectation comes from the host's NodeSpec (driver version, GPU count and model,
+PCIe generation and width, NVLink code) and the shared health limits
+(`gpuctl.catalog.load_health()`: ECC, fatal Xids). One `nvidia-smi -q -x`, one `topo -m`
+and one kernel log per host feed every check here.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from gpuctl.catalog import load_health
+from gpuctl.checks.api import (
+    CouldNotRun,
+    Remediation,
+    check_module_loaded,
+    check_package_held,
+    check_package_pinned,
+    check_service_active,
+    expect,
+    fail,
+    for_each,
+    modules_of,
+    packages_of,
+    services_of,
+)
+from gpuctl.checks.probe import Probe, nvml_remediation
+from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiFailure
+from gpuctl.spec import NodeSpec
+
+ROLE = "nvidia_driver"
+
+
+def gpu_items(spec: NodeSpec) -> list[str]:
+    return [f"gpu{i}" for i in range(spec.hardware.gpu_count)]
+
+
+def pair_items(spec: NodeSpec) -> list[str]:
+    if not spec.hardware.nvlink_topo_code:
+        return []
+    return [f"gpu{a}-gpu{b}" for a, b in combinations(range(spec.hardware.gpu_count), 2)]
+
+
+def _gpu(probe: Probe, item: str) -> GpuInfo:
+    index = int(item.removeprefix("gpu"))
+    gpus = probe.gpus().gpus
+    if index >= len(gpus):
+        raise CouldNotRun(f"GPU {index} is not visible ({len(gpus)} GPUs); see {ROLE}.gpu_present[{item}]",
+                          Remediation.RESEAT_OR_REPLACE)
+    return gpus[index]
+
+
+# ---------------------------------------------------------------- packages, services, modules
+
+@for_each(packages_of(ROLE))
+def test_package_pinned(host, spec, probe, item):
+    check_package_pinned(spec, probe, item)
+
+
+@for_each(packages_of(ROLE))
+def test_package_held(host, spec, probe, item):
+    check_package_held(spec, probe, item)
+
+
+@for_each(services_of(ROLE))
+def test_service_active(host, spec, probe, item):
+    check_service_active(spec, probe, item)
+
+
+@for_each(modules_of(ROLE))
+def test_module_loaded(host, spec, probe, item):
+    check_module_loaded(spec, probe, item)
+
+
+def test_nvml_readable(host, spec, probe):
+    """nvidia-smi can talk to the driver (no 'Driver/library version mismatch')."""
+    try:
+        probe.nvidia_smi()
+    except NvidiaSmiFailure as exc:
+        fail(f"nvidia-smi cannot read the GPUs: {exc}", expected="nvidia-smi lists the GPUs",
+             found=str(exc).removeprefix("nvidia-smi: "), remediation=nvml_remediation(exc))
+
+
+def test_driver_versions_agree(host, spec, probe):
+    """Kernel module and user-space driver are the same version (else: reboot)."""
+    module, where = probe.kernel_module_version()
+    if module is None:
+        fail("the nvidia kernel module is not loaded", expected=f"{where} reads {spec.driver_version}",
+             found="no nvidia kernel module", remediation=Remediation.REBOOT)
+    try:
+        smi = probe.nvidia_smi()
+    except NvidiaSmiFailure as exc:
+        fail(f"nvidia-smi reports a mismatch between user space and the kernel module {module}: {exc}",
+             expected=f"user-space driver = kernel module {module}", found=str(exc).removeprefix("nvidia-smi: "),
+             remediation=nvml_remediation(exc))
+    expect(smi.driver_version == module,
+           f"user-space driver {smi.driver_version} but kernel module {module} ({where}): reboot to load the "
+           "installed module", expected=f"user space = kernel module ({module})",
+           found=f"user space {smi.driver_version}, kernel module {module}", remediation=Remediation.REBOOT)
+
+
+def test_driver_version(host, spec, probe):
+    """The running kernel module is the matrix's driver."""
+    module, where = probe.kernel_module_version()
+    expect(module == spec.driver_version, f"kernel module {module or 'not loaded'} ({where}), the matrix "
+           f"{spec.matrix} pins {spec.driver_version}", expected=spec.driver_version, found=module or "not loaded",
+           remediation=Remediation.REBOOT if module else Remediation.RECONFIGURE)
+
+
+# ---------------------------------------------------------------- GPUs
+
+def test_gpu_count(host, spec, probe):
+    n = len(probe.gpus().gpus)
+    want = spec.hardware.gpu_count
+    expect(n == want, f"{n} GPUs visible, the SKU {spec.sku} has {want}", expected=f"{want} GPUs",
+           found=f"{n} GPUs", remediation=Remediation.RESEAT_OR_REPLACE)
+
+
+@for_each(gpu_items)
+def test_gpu_present(host, spec, probe, item):
+    index = int(item.removeprefix("gpu"))
+    gpus = probe.gpus().gpus
+    expect(index < len(gpus), f"GPU {index} is missing: nvidia-smi lists {len(gpus)} of {spec.hardware.gpu_count}",
+           expected=f"GPU {index} visible", found=f"{len(gpus)} GPUs (indices 0-{len(gpus) - 1})",
+           remediation=Remediation.RESEAT_OR_REPLACE, subject=f"GPU {index}")
+
+
+@for_each(gpu_items)
+def test_gpu_model(host, spec, probe, item):
+    g = _gpu(probe, item)
+    expect(g.name == spec.hardware.gpu_model, f"{g.label} is a {g.name!r}", expected=spec.hardware.gpu_model,
+           found=g.name, remediation=Remediation.VENDOR_RMA, subject=g.label)
+
+
+@for_each(gpu_items)
+def test_gpu_memory(host, spec, probe, item):
+    g = _gpu(probe, item)
+    want = spec.hardware.gpu_memory_mib
+    if g.memory_total_mib is None:
+        raise CouldNotRun(f"{g.label}: nvidia-smi reports no FB memory total")
+    expect(g.memory_total_mib >= want, f"{g.label} has {g.memory_total_mib} MiB", expected=f">= {want} MiB",
+           found=f"{g.memory_total_mib} MiB", remediation=Remediation.VENDOR_RMA, subject=g.label)
+
+
+@for_each(gpu_items)
+def test_gpu_persistence_mode(host, spec, probe, item):
+    g = _gpu(probe, item)
+    expect(g.persistence_mode is True, f"{g.label}: persistence mode is off (nvidia-persistenced not running?)",
+           expected="Enabled", found={True: "Enabled", False: "Disabled", None: "N/A"}[g.persistence_mode],
+           remediation=Remediation.RECONFIGURE, subject=g.label)
+
+
+@for_each(gpu_items)
+def test_gpu_ecc_mode(host, spec, probe, item):
+    g = _gpu(probe, item)
+    expect(g.ecc_mode is True, f"{g.label}: ECC is not enabled (nvidia-smi -i {g.index} -e 1, then reboot)",
+           expected="Enabled", found={True: "Enabled", False: "Disabled", None: "N/A"}[g.ecc_mode],
+           remediation=Remediation.RECONFIGURE, subject=g.label)
+
+
+@for_each(gpu_items)
+def test_gpu_ecc_errors(host, spec, probe, item):
+    """No uncorrectable ECC errors; corrected counts within the shared health limits."""
+    g = _gpu(probe, item)
+    ecc = load_health().ecc
+    limit = ecc.max_uncorrectable.value
+    vol, agg = g.ecc_volatile_uncorrectable, g.ecc_aggregate_uncorrectable
+    if vol is None and agg is None:
+        raise CouldNotRun(f"{g.label}: nvidia-smi reports no ECC error counts")
+    if vol is not None and vol > limit:
+        fail(f"{g.label}: {vol} volatile uncorrectable ECC errors ({ecc.max_uncorrectable.source})",
+             expected=f"<= {limit:g} uncorrectable", found=f"{vol} volatile uncorrectable",
+             remediation=Remediation.REBOOT, subject=g.label)
+    if agg is not None and agg > limit:
+        fail(f"{g.label}: {agg} aggregate uncorrectable ECC errors over the GPU's life "
+             f"({ecc.max_uncorrectable.source})", expected=f"<= {limit:g} uncorrectable",
+             found=f"{agg} aggregate uncorrectable", remediation=Remediation.VENDOR_RMA, subject=g.label)
+    for value, fig, what in ((g.ecc_dram_correctable, ecc.max_dram_corrected, "DRAM"),
+                             (g.ecc_sram_correctable, ecc.max_sram_corrected, "SRAM")):
+        if value is not None and value > fig.value:
+            fail(f"{g.label}: {value} corrected {what} ECC errors ({fig.source})", expected=f"<= {fig.value:g}",
+                 found=str(value), remediation=Remediation.VENDOR_RMA, subject=g.label)
+
+
+@for_each(gpu_items)
+def test_gpu_retired_pages(host, spec, probe, item):
+    g = _gpu(probe, item)
+    if g.retired_pending is None and g.remap_pending is not None:
+        return  # Ampere and later retire by row remapping (gpu_row_remap); no page retirement to judge
+    if g.retired_pending is None:
+        raise CouldNotRun(f"{g.label}: nvidia-smi reports neither page retirement nor row remapping")
+    expect(not g.retired_pending, f"{g.label}: page retirement pending (reboot to retire the pages)",
+           expected="no pending page retirement", found="pending", remediation=Remediation.REBOOT, subject=g.label)
+
+
+@for_each(gpu_items)
+def test_gpu_row_remap(host, spec, probe, item):
+    g = _gpu(probe, item)
+    if g.remap_pending is None and g.remap_failure is None:
+        if g.retired_pending is not None:
+            return  # pre-Ampere GPU: page retirement instead (gpu_retired_pages)
+        raise CouldNotRun(f"{g.label}: nvidia-smi reports no row remapping state")
+    expect(not g.remap_failure, f"{g.label}: row remapping failed — no spare rows left",
+           expected="remapping failure: no", found="remapping failure: yes", remediation=Remediation.VENDOR_RMA,
+           subject=g.label)
+    expect(not g.remap_pending, f"{g.label}: row remapping pending (reset the GPU or reboot)",
+           expected="remapping pending: no", found=f"remapping pending: yes ({g.remapped_uncorrectable or 0} "
+           "rows remapped for uncorrectable errors)", remediation=Remediation.REBOOT, subject=g.label)
+
+
+@for_each(gpu_items)
+def test_gpu_pcie_width(host, spec, probe, item):
+    g = _gpu(probe, item)
+    want = spec.hardware.pcie_width
+    if g.pcie_width_current is None:
+        raise CouldNotRun(f"{g.label}: nvidia-smi reports no current PCIe link width")
+    expect(g.pcie_width_current >= want, f"{g.label}: PCIe link trained at x{g.pcie_width_current}, the SKU "
+           f"{spec.sku} expects x{want} (reseat the GPU or its riser)", expected=f"x{want}",
+           found=f"x{g.pcie_width_current}" + (f" (max x{g.pcie_width_max})" if g.pcie_width_max else ""),
+           remediation=Remediation.RESEAT_OR_REPLACE, subject=g.label)
+
+
+@for_each(gpu_items)
+def test_gpu_pcie_gen(host, spec, probe, item):
+    """The link is capable of the SKU's PCIe generation. The *current* generation drops
+    at idle to save power, so the maximum is judged, not the current."""
+    g = _gpu(probe, item)
+    want = spec.hardware.pcie_generation
+    if g.pcie_gen_max is None:
+        raise CouldNotRun(f"{g.label}: nvidia-smi reports no maximum PCIe generation")
+    expect(g.pcie_gen_max >= want, f"{g.label}: PCIe link capable of Gen{g.pcie_gen_max} only, the SKU {spec.sku} "
+           f"expects Gen{want} (BIOS slot setting or riser)", expected=f"Gen{want}", found=f"Gen{g.pcie_gen_max}",
+           remediation=Remediation.RECONFIGURE, subject=g.label)
+
+
+@for_each(pair_items)
+def test_nvlink_pair(host, spec, probe, item):
+    """Every GPU pair is joined by the SKU's NVLink bond (topo -m code, e.g. NV18)."""
+    a, b = (int(x.removeprefix("gpu")) for x in item.split("-"))
+    topo = probe.topo()
+    want = spec.hardware.nvlink_topo_code
+    try:
+        code = topo.link(f"GPU{a}", f"GPU{b}")
+    except KeyError:
+        raise CouldNotRun(f"topo -m has no GPU{a}/GPU{b} ({len(topo.gpus)} GPUs); see "
+                          f"{ROLE}.gpu_present", Remediation.RESEAT_OR_REPLACE) from None
+    nvlinks = int(code[2:]) if code.startswith("NV") and code[2:].isdigit() else 0
+    why = "no NVLink between them (PCIe/SMP path)" if nvlinks == 0 else f"only {nvlinks} NVLinks"
+    expect(code == want, f"GPU{a}↔GPU{b} is {code}, the SKU {spec.sku} expects {want}: {why}",
+           expected=want, found=code, remediation=Remediation.VENDOR_RMA if nvlinks == 0
+           else Remediation.RESEAT_OR_REPLACE, subject=f"GPU {a} ↔ GPU {b}")
+
+
+def test_no_fatal_xid(host, spec, probe):
+    """No fatal Xid (GPU) or fatal SXid (NVSwitch) in this boot's kernel log."""
+    health = load_health()
+    fatal_codes = set(health.xid_fatal.codes)
+    log = probe.kernel_log()
+    fatal = [e for e in log.events if e.xid in fatal_codes]
+    sfatal = [e for e in log.sxid_events if e.fatal]
+    if not fatal and not sfatal:
+        return
+    found = [f"Xid {e.xid} on {e.bus_id} ({e.message.strip() or 'no message'})" for e in fatal] + \
+            [f"SXid {e.sxid} on {e.switch} ({e.message.strip()})" for e in sfatal]
+    remediation = Remediation.RESEAT_OR_REPLACE if any(e.xid in (74, 79) for e in fatal) else Remediation.REBOOT
+    fail(f"fatal GPU errors in the kernel log: {'; '.join(found)}",
+         expected=f"no fatal Xid ({health.xid_fatal.source})", found="; ".join(found), remediation=remediation)
