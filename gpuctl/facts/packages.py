@@ -1,0 +1,161 @@
+"""Installed packages and their holds, read in one command per role.
+
+`DebPackages` (dpkg) and `RpmPackages` (rpm + dnf versionlock) both give a
+`PackageSnapshot`: name → `InstalledPackage(version, held)`. Versions are exactly what
+the package manager prints (dpkg's `${Version}` includes the epoch, `1:4.5.2-1`; rpm's
+is rendered `EPOCH:VERSION-RELEASE`), so a NodeSpec pin compares by plain string
+equality — the same comparison that keeps a converged host a no-op.
+
+`read_packages(spec)` picks the fact for the host's package manager; roles call it once
+at the top of their deploy and hand the snapshot to `gpuctl.operations`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from pyinfra import host
+from pyinfra.api import FactBase
+
+from gpuctl.facts import marker
+
+log = logging.getLogger(__name__)
+
+RPM_LOCKS_MARK = "##gpuctl-versionlock"
+
+
+@dataclass(frozen=True)
+class InstalledPackage:
+    name: str
+    version: str
+    held: bool = False
+
+
+@dataclass(frozen=True)
+class PackageSnapshot:
+    """What one host has installed, and which packages are held / version-locked."""
+
+    manager: str  # "apt" | "dnf"
+    packages: dict[str, InstalledPackage] = field(default_factory=dict)
+    # dnf only: versionlock entries as "name-E:V-R" (epoch always present, no ".*")
+    locks: frozenset[str] = frozenset()
+
+    def version(self, name: str) -> str | None:
+        p = self.packages.get(name)
+        return p.version if p else None
+
+    def has(self, name: str, version: str) -> bool:
+        """Installed at exactly `version` (rpm: a missing epoch means epoch 0)."""
+        got = self.version(name)
+        if got is None:
+            return False
+        if self.manager == "dnf":
+            return normalize_evr(got) == normalize_evr(version)
+        return got == version
+
+    def held(self, name: str, version: str) -> bool:
+        """apt: `apt-mark hold` set; dnf: versionlocked at exactly `version`."""
+        if self.manager == "dnf":
+            return f"{name}-{normalize_evr(version)}" in self.locks
+        p = self.packages.get(name)
+        return bool(p and p.held)
+
+    def locked_names(self) -> set[str]:
+        """dnf: names that carry a versionlock entry (at any version)."""
+        return {split_lock(lock)[0] for lock in self.locks}
+
+
+def normalize_evr(version: str) -> str:
+    """'580.95.05-1' → '0:580.95.05-1'; '3:580.95.05-1.el9' unchanged."""
+    return version if ":" in version else f"0:{version}"
+
+
+def split_lock(lock: str) -> tuple[str, str]:
+    """'nvidia-open-3:580.95.05-1.el9' → ('nvidia-open', '3:580.95.05-1.el9')."""
+    head, _, tail = lock.partition(":")
+    name, _, epoch = head.rpartition("-")
+    return name, f"{epoch}:{tail}"
+
+
+def parse_dpkg(lines: list[str]) -> PackageSnapshot:
+    """Lines of `dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n'`.
+
+    Example line: ``nvidia-driver-580-open\\t580.95.05-0ubuntu1\\thold ok installed``.
+    Status is "<want> <error> <state>"; only state "installed" counts as installed
+    (config-files, half-installed … do not), want "hold" is an apt-mark hold.
+    """
+    pkgs: dict[str, InstalledPackage] = {}
+    for line in lines:
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) != 3 or not parts[0]:
+            continue
+        name, version, status = parts
+        words = status.split()
+        if len(words) != 3 or words[2] != "installed":
+            continue
+        pkgs[name.split(":", 1)[0]] = InstalledPackage(name.split(":", 1)[0], version, held=words[0] == "hold")
+    return PackageSnapshot("apt", pkgs)
+
+
+def parse_rpm(lines: list[str]) -> PackageSnapshot:
+    """`rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n'`, a marker line, then
+    `dnf versionlock list` (``nvidia-open-3:580.95.05-1.el9.*``; headers such as
+    ``Last metadata expiration check: …`` are skipped)."""
+    pkgs: dict[str, InstalledPackage] = {}
+    locks: set[str] = set()
+    in_locks = False
+    for line in lines:
+        line = line.strip()
+        if line == RPM_LOCKS_MARK:
+            in_locks = True
+            continue
+        if not line:
+            continue
+        if not in_locks:
+            parts = line.split("\t")
+            if len(parts) == 2:
+                pkgs[parts[0]] = InstalledPackage(parts[0], parts[1])
+            continue
+        entry = line[:-2] if line.endswith(".*") else line
+        if " " in entry or ":" not in entry or entry.startswith("#"):
+            continue  # dnf chatter, not a lock entry
+        name, evr = split_lock(entry)
+        if name:
+            locks.add(f"{name}-{evr}")
+    return PackageSnapshot("dnf", pkgs, frozenset(locks))
+
+
+class DebPackages(FactBase[PackageSnapshot]):
+    """Every installed deb with its exact version and hold state (one dpkg-query)."""
+
+    def command(self) -> str:
+        return (marker("packages") + " dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n' 2>/dev/null || true")
+
+    @staticmethod
+    def default() -> PackageSnapshot:
+        return PackageSnapshot("apt")
+
+    def process(self, output: list[str]) -> PackageSnapshot:
+        return parse_dpkg(output)
+
+
+class RpmPackages(FactBase[PackageSnapshot]):
+    """Every installed rpm as EPOCH:VERSION-RELEASE, and dnf's versionlock list."""
+
+    def command(self) -> str:
+        return (marker("packages") + " rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n' 2>/dev/null;"
+                f" echo '{RPM_LOCKS_MARK}'; dnf -q versionlock list 2>/dev/null || true")
+
+    @staticmethod
+    def default() -> PackageSnapshot:
+        return PackageSnapshot("dnf")
+
+    def process(self, output: list[str]) -> PackageSnapshot:
+        return parse_rpm(output)
+
+
+def read_packages(package_manager: str) -> PackageSnapshot:
+    """The current host's package snapshot (one remote command)."""
+    fact = RpmPackages if package_manager == "dnf" else DebPackages
+    return host.get_fact(fact)

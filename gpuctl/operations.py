@@ -1,0 +1,352 @@
+"""gpuctl's own pyinfra operations: pinned installs, holds, managed files, services,
+kernel modules, initramfs/GRUB refreshes, a verified keyring and a host-failing guard.
+
+Every operation here takes the fact snapshot its role read once at the top of the deploy
+(`gpuctl.facts.*`) instead of reading facts itself, so a role's no-op run costs one
+command per fact, not one per package or file. Each yields only the missing commands and
+calls `host.noop(...)` with the reason when there is nothing to do, so a converged host
+gets no commands. Arguments that reach a shell are quoted with `shlex.quote`.
+
+Why not `apt.packages`: it compares ``name=version`` against dpkg's version string and
+reads its own fact per call; here the comparison is the same exact string (epoch
+included, see `PackageSnapshot.has`) against one snapshot per role.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from io import StringIO
+
+import jinja2
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, FunctionCommand, operation
+
+from gpuctl.facts.packages import PackageSnapshot, normalize_evr
+from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
+from gpuctl.matrix import Package
+from gpuctl.paths import templates_dir
+
+log = logging.getLogger(__name__)
+
+APT_ENV = "DEBIAN_FRONTEND=noninteractive"
+APT_INSTALL = (
+    f"{APT_ENV} apt-get install -y -q --no-install-recommends --allow-downgrades --allow-change-held-packages"
+    " -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+)
+DNF_INSTALL = "dnf install -y --disableplugin=versionlock"
+
+
+# ------------------------------------------------------------------ templates
+
+def render(role: str, template: str, **values: object) -> str:
+    """Render templates/<role>/<template> with StrictUndefined (a missing value is an error)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir() / role)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template(template).render(**values)
+
+
+def read_template_file(role: str, name: str) -> str:
+    """A file shipped under templates/<role>/ verbatim (no rendering)."""
+    return (templates_dir() / role / name).read_text()
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ------------------------------------------------------------------ failing a host
+
+@operation(is_idempotent=False)
+def fail_host(reason: str):
+    """Fail this host (only) with `reason`; the other hosts carry on.
+
+    Raising in a deploy at prepare time would stop every host, so a refusal is an
+    operation whose one command returns False when executed.
+    """
+
+    def _fail(state, host_) -> bool:
+        host_.log_styled(f"refused: {reason}", fg="red", log_func=logging.getLogger("pyinfra").error)
+        return False
+
+    yield FunctionCommand(_fail, (), {})
+
+
+# ------------------------------------------------------------------ packages
+
+@dataclass(frozen=True)
+class Want:
+    """A package to install: exact version, or any version (distro prerequisites)."""
+
+    name: str
+    version: str | None = None
+
+    @classmethod
+    def of(cls, item: Package | str | Want) -> Want:
+        if isinstance(item, Want):
+            return item
+        if isinstance(item, Package):
+            return cls(item.name, item.version)
+        return cls(item)
+
+    def satisfied(self, snap: PackageSnapshot) -> bool:
+        if self.version is None:
+            return self.name in snap.packages
+        return snap.has(self.name, self.version)
+
+    def argument(self, manager: str) -> str:
+        if self.version is None:
+            return self.name
+        if manager == "dnf":
+            return f"{self.name}-{self.version}"
+        return f"{self.name}={self.version}"
+
+
+def _wants(items: Iterable[Package | str | Want]) -> list[Want]:
+    return [Want.of(i) for i in items]
+
+
+def missing_packages(items: Iterable[Package | str | Want], snap: PackageSnapshot) -> list[Want]:
+    return [w for w in _wants(items) if not w.satisfied(snap)]
+
+
+@operation()
+def install_packages(packages: Sequence[Package | str | Want], snapshot: PackageSnapshot, label: str = ""):
+    """Install each package at exactly its version (apt: ``name=version``, dnf: ``name-[E:]V-R``)
+    in one transaction; held/locked packages are allowed to move to the pinned version.
+
+    + packages: `Package` (exact pin), a bare name (any version) or `Want`
+    + snapshot: the role's `read_packages()` result
+    + label: what the noop message calls this set ("NVIDIA driver 580.95.05")
+    """
+    todo = missing_packages(packages, snapshot)
+    if not todo:
+        host.noop(f"{label or 'packages'} already installed at the pinned versions")
+        return
+    args = " ".join(shlex.quote(w.argument(snapshot.manager)) for w in todo)
+    if snapshot.manager == "dnf":
+        yield f"{DNF_INSTALL} {args}"
+    else:
+        yield f"{APT_INSTALL} {args}"
+
+
+@operation()
+def hold_packages(packages: Sequence[Package], snapshot: PackageSnapshot):
+    """Hold packages at their pinned version: `apt-mark hold` (apt) or `dnf versionlock`
+    (replacing a lock at another version). No-op for those already held."""
+    pkgs = list(packages)
+    if snapshot.manager == "dnf":
+        todo = [p for p in pkgs if not snapshot.held(p.name, p.version)]
+        if not todo:
+            host.noop("already version-locked: " + ", ".join(p.name for p in pkgs))
+            return
+        stale = sorted({p.name for p in todo} & snapshot.locked_names())
+        if stale:
+            yield "dnf versionlock delete " + " ".join(shlex.quote(n) for n in stale)
+        yield "dnf versionlock add " + " ".join(
+            shlex.quote(f"{p.name}-{normalize_evr(p.version)}") for p in todo)
+        return
+    todo = [p for p in pkgs if not snapshot.held(p.name, p.version)]
+    if not todo:
+        host.noop("already held: " + ", ".join(p.name for p in pkgs))
+        return
+    yield "apt-mark hold " + " ".join(shlex.quote(p.name) for p in todo)
+
+
+@operation(is_idempotent=False)
+def apt_update():
+    """`apt-get update` (callers gate it with `_if=` on the source/key/pin changes)."""
+    yield f"{APT_ENV} apt-get update -q"
+
+
+@operation(is_idempotent=False)
+def dnf_makecache():
+    yield "dnf makecache -y"
+
+
+@operation()
+def dnf_module_enable(module: str, stream: str, enabled_streams: dict[str, str]):
+    """`dnf module enable module:stream` unless already enabled (from /etc/dnf/modules.d)."""
+    if enabled_streams.get(module) == stream:
+        host.noop(f"dnf module {module}:{stream} already enabled")
+        return
+    if module in enabled_streams:
+        yield f"dnf -y module reset {shlex.quote(module)}"
+    yield f"dnf -y module enable {shlex.quote(f'{module}:{stream}')}"
+
+
+# ------------------------------------------------------------------ files
+
+@operation()
+def write_file(path: str, content: str | None, states: dict[str, FileState], mode: str = "644",
+               skip_reason: str = ""):
+    """Make `path` hold exactly `content` with `mode` (root-owned), or be absent if
+    content is None. Decided from the role's `FileStates` snapshot. A `skip_reason`
+    makes it a reported no-op (the operation stays in every host's sequence)."""
+    if skip_reason:
+        host.noop(skip_reason)
+        return
+    cur = states.get(path)
+    if content is None:
+        if cur is not None and cur.exists:
+            yield f"rm -f {shlex.quote(path)}"
+        else:
+            host.noop(f"{path} already absent")
+        return
+    want = sha256_text(content)
+    if cur is not None and cur.sha256 == want:
+        if cur.mode != mode:
+            yield f"chmod {mode} {shlex.quote(path)}"
+        else:
+            host.noop(f"{path} already up to date")
+        return
+    parent = path.rsplit("/", 1)[0] or "/"
+    yield f"mkdir -p {shlex.quote(parent)}"
+    yield FileUploadCommand(StringIO(content), path, remote_temp_filename=host.get_temp_filename(path))
+    yield f"chown root:root {shlex.quote(path)} && chmod {mode} {shlex.quote(path)}"
+
+
+# ------------------------------------------------------------------ services
+
+@operation()
+def ensure_services(names: Sequence[str], states: dict[str, ServiceState], enabled: bool = True,
+                    running: bool = True):
+    """`systemctl enable` / `start` each unit that is not already so (one command)."""
+    to_enable = [n for n in names if enabled and states.get(n, ServiceState(n, "", "")).enabled != "enabled"]
+    to_start = [n for n in names if running and states.get(n, ServiceState(n, "", "")).active != "active"]
+    if not to_enable and not to_start:
+        host.noop(", ".join(names) + " already enabled and running")
+        return
+    both = [n for n in to_enable if n in to_start]
+    if both:
+        yield "systemctl enable --now " + " ".join(shlex.quote(n) for n in both)
+    only_enable = [n for n in to_enable if n not in both]
+    if only_enable:
+        yield "systemctl enable " + " ".join(shlex.quote(n) for n in only_enable)
+    only_start = [n for n in to_start if n not in both]
+    if only_start:
+        yield "systemctl start " + " ".join(shlex.quote(n) for n in only_start)
+
+
+@operation(is_idempotent=False)
+def restart_services(names: Sequence[str]):
+    """Restart units (callers gate it with `_if=` on what changed)."""
+    yield "systemctl restart " + " ".join(shlex.quote(n) for n in names)
+
+
+# ------------------------------------------------------------------ kernel
+
+@operation()
+def load_modules(names: Sequence[str], loaded: dict[str, LoadedModule]):
+    """`modprobe` each module not in the `LoadedModules` snapshot (names as modprobe takes them)."""
+    todo = [n for n in names if n.replace("-", "_") not in loaded]
+    if not todo:
+        host.noop(", ".join(names) + " already loaded")
+        return
+    for n in todo:
+        yield f"modprobe {shlex.quote(n)}"
+
+
+@operation(is_idempotent=False)
+def refresh_initramfs(package_manager: str):
+    """Rebuild the initramfs of every installed kernel (gate with `_if=` on the change)."""
+    if package_manager == "dnf":
+        yield "dracut -f --regenerate-all"
+    else:
+        yield "update-initramfs -u -k all"
+
+
+@operation()
+def refresh_grub(boot: BootState):
+    """`update-grub` on Debian/Ubuntu GRUB hosts (gate with `_if=` on the drop-in change).
+
+    Hosts that do not boot through GRUB get a noop saying so; nothing is pretended.
+    """
+    if boot.grub != "debian":
+        host.noop("not applicable: host does not boot through GRUB" if boot.grub is None
+                  else f"GRUB flavour {boot.grub} is configured with grubby")
+        return
+    yield "update-grub"
+
+
+@operation()
+def grubby_args(args: Sequence[str], boot: BootState):
+    """RHEL: add kernel arguments to every GRUB entry with grubby, unless the default
+    entry already carries them all."""
+    if boot.grub != "rhel":
+        host.noop("not applicable: host does not boot through GRUB" if boot.grub is None
+                  else f"GRUB flavour {boot.grub} is configured with a drop-in")
+        return
+    have = set(boot.default_args.split())
+    todo = [a for a in args if a not in have]
+    if not todo:
+        host.noop("kernel command line already has " + " ".join(args))
+        return
+    yield "grubby --update-kernel=ALL --args=" + shlex.quote(" ".join(todo))
+
+
+@operation(is_idempotent=False)
+def sysctl_apply(path: str):
+    """Load one sysctl drop-in now (gate with `_if=` on the file's change)."""
+    yield f"sysctl -q -p {shlex.quote(path)}"
+
+
+# ------------------------------------------------------------------ downloads
+
+@operation()
+def fetch_verified(url: str, dest: str, sha256: str, states: dict[str, FileState], proxy: str | None = None):
+    """Download `url` to `dest` only if `dest` does not already have `sha256`; the download
+    goes to a temporary file, is checked with `sha256sum -c` and only then moved in place."""
+    cur = states.get(dest)
+    if cur is not None and cur.sha256 == sha256:
+        host.noop(f"{dest} already present with sha256 {sha256[:12]}…")
+        return
+    tmp = dest + ".gpuctl-download"
+    proxy_arg = f" --proxy {shlex.quote(proxy)}" if proxy else ""
+    parent = dest.rsplit("/", 1)[0] or "/"
+    yield (f"mkdir -p {shlex.quote(parent)} && curl -fsSL{proxy_arg} -o {shlex.quote(tmp)} {shlex.quote(url)}"
+           f" && echo {shlex.quote(f'{sha256}  {tmp}')} | sha256sum -c --quiet"
+           f" && mv {shlex.quote(tmp)} {shlex.quote(dest)} || {{ rm -f {shlex.quote(tmp)}; exit 1; }}")
+
+
+@operation()
+def dearmor_keyring(armored: str, keyring: str, armored_sha256: str, keyring_matches: bool):
+    """Write `keyring` (binary OpenPGP) from the verified `armored` key unless it already
+    matches it. `keyring_matches` comes from `nvidia_repo`'s keyring fact; the sha256 is
+    re-checked right before gpg reads the file."""
+    if keyring_matches:
+        host.noop(f"{keyring} already holds the verified key")
+        return
+    a, k = shlex.quote(armored), shlex.quote(keyring)
+    yield (f"echo {shlex.quote(f'{armored_sha256}  {armored}')} | sha256sum -c --quiet"
+           f" && if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' {a}; then gpg --dearmor --yes -o {k} < {a};"
+           f" else cp {a} {k}; fi && chmod 644 {k}")
+
+
+# ------------------------------------------------------------------ role knobs
+
+def role_knobs(role: str) -> dict[str, object]:
+    """roles/<role>/defaults.yaml, each key overridable by the host's pyinfra data.
+
+    Every knob is prefixed with the role's component name; an inventory or the runner
+    sets a host data key of the same name to override it.
+    """
+    import yaml
+
+    from gpuctl.paths import roles_dir
+
+    path = roles_dir() / role / "defaults.yaml"
+    data = yaml.safe_load(path.read_text()) or {}
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        override = host.data.get(key)
+        out[key] = value if override is None else override
+    return out

@@ -1,0 +1,102 @@
+"""base: the host settings every GPU node needs before the NVIDIA stack.
+
+- nouveau (spec.blacklisted_modules) blacklisted in modprobe.d; the initramfs rebuilt
+  only when that file changed;
+- kernel command line additions (spec.kernel_cmdline, e.g. iommu=pt): a GRUB drop-in +
+  update-grub on Debian/Ubuntu, grubby on RHEL 9; hosts that do not boot through GRUB
+  (no /boot/grub, e.g. the lab's QEMU -kernel boot) are reported "not applicable";
+- sysctl drop-in from spec.sysctl, applied when it changed;
+- memlock unlimited (limits.d);
+- unattended upgrades kept off the pinned packages: apt-mark hold (each role holds its
+  own) plus an unattended-upgrades Package-Blacklist of every pinned NVIDIA package;
+- distribution prerequisites (gnupg, curl, dnf versionlock plugin, …).
+
+nvidia-persistenced is installed, held and enabled by nvidia_driver: its package comes
+from the NVIDIA repository, which nvidia_repo configures after this role.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyinfra import host
+from pyinfra.api import deploy
+
+from gpuctl.deploy_context import node_spec
+from gpuctl.facts.packages import read_packages
+from gpuctl.facts.system import BootInfo, FileStates
+from gpuctl.operations import (
+    grubby_args,
+    install_packages,
+    refresh_grub,
+    refresh_initramfs,
+    render,
+    role_knobs,
+    sysctl_apply,
+    write_file,
+)
+
+log = logging.getLogger(__name__)
+
+
+def unattended_blacklist_patterns(names: list[str]) -> list[str]:
+    """Exact-name regexes for unattended-upgrades (re.match from the start; '+' made literal
+    without backslashes, which apt.conf strings would need escaped)."""
+    return [n.replace("+", "[+]").replace(".", "[.]") + "$" for n in sorted(set(names))]
+
+
+@deploy("base")
+def install() -> None:
+    spec = node_spec()
+    k = role_knobs("base")
+    apt = spec.package_manager == "apt"
+    paths = [str(k["base_blacklist_file"]), str(k["base_grub_dropin"]), str(k["base_sysctl_file"]),
+             str(k["base_limits_file"]), str(k["base_unattended_upgrades_file"])]
+    files = host.get_fact(FileStates, paths=tuple(paths))
+    boot = host.get_fact(BootInfo)
+    pkgs = read_packages(spec.package_manager)
+
+    prereqs = list(k["base_packages_apt"] if apt else k["base_packages_dnf"])  # type: ignore[arg-type]
+    install_packages(name="Install base prerequisites (" + ", ".join(prereqs) + ")",
+                     packages=prereqs, snapshot=pkgs, label="base prerequisites")
+
+    blacklist = write_file(
+        name="Blacklist " + ", ".join(spec.blacklisted_modules) + " in modprobe.d",
+        path=str(k["base_blacklist_file"]),
+        content=render("base", "blacklist.conf.j2", modules=list(spec.blacklisted_modules)),
+        states=files)
+    refresh_initramfs(name="Rebuild the initramfs with " + ", ".join(spec.blacklisted_modules) + " blacklisted",
+                      package_manager=spec.package_manager, _if=blacklist.did_change)
+
+    words = [*spec.kernel_cmdline, *[str(w) for w in k["base_kernel_cmdline_extra"]]]  # type: ignore[union-attr]
+    cmdline = " ".join(words)
+    if apt:
+        no_grub = "" if boot.grub == "debian" else (
+            "not applicable: host does not boot through GRUB" if boot.grub is None
+            else f"GRUB flavour {boot.grub} is configured with grubby")
+        dropin = write_file(name=f"Add {cmdline} to the kernel command line (GRUB drop-in)",
+                            path=str(k["base_grub_dropin"]),
+                            content=render("base", "grub.cfg.j2", words=cmdline),
+                            states=files, skip_reason=no_grub)
+        refresh_grub(name=f"Run update-grub for {cmdline}", boot=boot, _if=dropin.did_change)
+        if no_grub:
+            log.info("%s: kernel command line %s %s", host.name, cmdline, no_grub)
+    else:
+        grubby_args(name=f"Add {cmdline} to every kernel entry (grubby)", args=words, boot=boot)
+
+    sysctl = write_file(name="Write sysctl settings (" + ", ".join(sorted(spec.sysctl)) + ")",
+                        path=str(k["base_sysctl_file"]),
+                        content=render("base", "sysctl.conf.j2", settings=sorted(spec.sysctl.items())),
+                        states=files)
+    sysctl_apply(name="Apply sysctl settings", path=str(k["base_sysctl_file"]), _if=sysctl.did_change)
+
+    write_file(name="Set memlock unlimited", path=str(k["base_limits_file"]),
+               content=render("base", "memlock.conf.j2"), states=files)
+
+    if apt:
+        names = [p.name for p in spec.all_packages()]
+        write_file(name="Keep unattended-upgrades off the pinned NVIDIA packages",
+                   path=str(k["base_unattended_upgrades_file"]),
+                   content=render("base", "unattended-upgrades.conf.j2",
+                                  patterns=unattended_blacklist_patterns(names)),
+                   states=files)
