@@ -109,6 +109,13 @@ class RebootGate:
             raise ValueError("max_unavailable must be at least 1")
         self._sem = BoundedSemaphore(self.max_unavailable)
 
+    def __copy__(self) -> RebootGate:
+        # pyinfra hands out shallow copies of host data values; the gate must stay one object.
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RebootGate:
+        return self
+
     @property
     def halted(self) -> bool:
         return len(self.lost) >= self.max_unavailable

@@ -117,31 +117,37 @@ class _RedactingFormatter(logging.Formatter):
 
 
 class _PyinfraLogToRecord:
-    """Route logging.getLogger("pyinfra") to <run>/pyinfra.log, away from the terminal."""
+    """Route pyinfra's and paramiko's loggers to <run>/pyinfra.log, away from the terminal
+    (paramiko logs tracebacks of failed SSH handshakes at ERROR)."""
+
+    LOGGERS = ("pyinfra", "paramiko")
 
     def __init__(self, path: Path) -> None:
-        self.logger = logging.getLogger("pyinfra")
         self.handler = logging.FileHandler(path, encoding="utf-8")
-        self.handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
+        self.handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         self.handler.setLevel(logging.INFO)
+        self.saved: dict[str, tuple[bool, int, list[logging.Handler]]] = {}
 
     def __enter__(self) -> _PyinfraLogToRecord:
-        self.saved = (self.logger.propagate, self.logger.level, list(self.logger.handlers))
-        for h in self.saved[2]:
-            self.logger.removeHandler(h)
-        self.logger.addHandler(self.handler)
-        self.logger.setLevel(logging.INFO)
-        self.logger.propagate = False
+        for name in self.LOGGERS:
+            lg = logging.getLogger(name)
+            self.saved[name] = (lg.propagate, lg.level, list(lg.handlers))
+            for h in lg.handlers[:]:
+                lg.removeHandler(h)
+            lg.addHandler(self.handler)
+            lg.setLevel(logging.INFO)
+            lg.propagate = False
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.logger.removeHandler(self.handler)
+        for name, (propagate, level, handlers) in self.saved.items():
+            lg = logging.getLogger(name)
+            lg.removeHandler(self.handler)
+            lg.propagate = propagate
+            lg.setLevel(level)
+            for h in handlers:
+                lg.addHandler(h)
         self.handler.close()
-        propagate, level, handlers = self.saved
-        self.logger.propagate = propagate
-        self.logger.setLevel(level)
-        for h in handlers:
-            self.logger.addHandler(h)
 
 
 def _write_commands(record: RunRecord, engine: Engine) -> None:
