@@ -244,20 +244,36 @@ class CommandPaths(FactBase[dict[str, str | None]]):
         return parse_command_paths(output)
 
 
-# ------------------------------------------------------------------ repository keyring
+# ------------------------------------------------------------------ vendor repository
 
-class KeyringMatches(FactBase[bool]):
-    """True when `keyring` is exactly the (dearmored) `armored` key file."""
+@dataclass(frozen=True)
+class RepoState:
+    keyring_matches: bool  # the keyring is exactly the (dearmored) downloaded key
+    lists_present: bool    # apt has package lists for the repository (always True for dnf)
 
-    def command(self, armored: str, keyring: str) -> str:
+
+def apt_lists_prefix(url: str) -> str:
+    """How apt names a repository's list files under /var/lib/apt/lists/:
+    'http://10.0.2.2:8080/x_y/' → '10.0.2.2:8080_x%5fy'."""
+    rest = url.split("://", 1)[-1].rstrip("/")
+    return rest.replace("_", "%5f").replace("/", "_")
+
+
+class RepoFacts(FactBase[RepoState]):
+    """Does `keyring` hold the downloaded `armored` key, and does apt have lists for the repo."""
+
+    def command(self, armored: str, keyring: str, lists_prefix: str = "") -> str:
         a, k = shlex.quote(armored), shlex.quote(keyring)
-        return (marker("keyring") + f" if [ -f {a} ] && [ -f {k} ]; then if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' {a};"
+        lists = (f" ls /var/lib/apt/lists/{shlex.quote(lists_prefix)}*Packages* >/dev/null 2>&1 && echo lists;"
+                 if lists_prefix else " echo lists;")
+        return (marker("repo") + f" if [ -f {a} ] && [ -f {k} ]; then if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' {a};"
                 f" then gpg --dearmor < {a} 2>/dev/null | cmp -s - {k} && echo match;"
-                f" else cmp -s {a} {k} && echo match; fi; fi; true")
+                f" else cmp -s {a} {k} && echo match; fi; fi;{lists} true")
 
     @staticmethod
-    def default() -> bool:
-        return False
+    def default() -> RepoState:
+        return RepoState(False, False)
 
-    def process(self, output: list[str]) -> bool:
-        return "match" in [line.strip() for line in output]
+    def process(self, output: list[str]) -> RepoState:
+        words = {line.strip() for line in output}
+        return RepoState("match" in words, "lists" in words)
