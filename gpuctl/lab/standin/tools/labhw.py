@@ -11,6 +11,8 @@ Every tool reads the node's hardware profile and fault list:
 - ``GPUCTL_LAB_PROFILE`` (default ``/etc/gpuctl-lab/profile.json``): SKU facts, GPUs.
 - ``GPUCTL_LAB_FAULTS`` (default ``/etc/gpuctl-lab/faults``): one fault per line,
   ``NAME [key=value ...]``; unknown lines are ignored.
+- ``GPUCTL_LAB_PACKAGE`` (default ``package.json`` beside this file): the package
+  this copy belongs to (name, version, driver/CUDA version it reports).
 - ``GPUCTL_LAB_SYSROOT`` (default ``/``): where ``sys/module/nvidia/version``,
   ``usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1`` and ``run/`` are looked up, so the
   tools also run on a build host against a prepared directory (unit tests).
@@ -44,8 +46,9 @@ def sys_path(rel: str) -> Path:
 
 
 def package_info() -> dict:
+    path = Path(os.environ.get("GPUCTL_LAB_PACKAGE") or HERE / "package.json")
     try:
-        return json.loads((HERE / "package.json").read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
 
@@ -839,8 +842,14 @@ def nccl_test(name: str, args: list[str]) -> None:
     if ngpus > len(node.gpus):
         die(f"{host}: Test CUDA failure common.cu:1014 'invalid device ordinal'\n"
             f" .. {host} pid {os.getpid()}: Test failure common.cu:891\n", 1)
-    nccl = package_info()
-    lib_code = nccl.get("nccl_code", "22707")
+    try:
+        nccl_version = os.readlink(sys_path("/usr/lib/x86_64-linux-gnu/libnccl.so.2")).rsplit("libnccl.so.", 1)[1]
+    except (OSError, IndexError):
+        die(f"{name}: error while loading shared libraries: libnccl.so.2: cannot open shared object file: "
+            "No such file or directory", 127)
+        return
+    major, minor, patch = (int(x) for x in nccl_version.split(".")[:3])
+    lib_code = str(major * 10000 + minor * 100 + patch)
     figures = profile.get("figures", {})
     peak = float(figures.get("all_reduce_busbw_gb_s") or 0.0)
     if name == "all_gather_perf" or name == "reduce_scatter_perf":
