@@ -85,6 +85,7 @@ class CheckResult:
     remediation: str = ""
     message: str = ""
     duration_s: float = 0.0
+    unreachable: bool = False  # could not run because SSH to the host failed
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -126,7 +127,9 @@ class HostResult:
             "unreachable_reason": self.unreachable_reason,
             "counts": {s.value: self.count(s) for s in CheckStatus},
             "failed": [_brief(c) for c in self.failed],
-            "could_not_run": [_brief(c) for c in self.errors],
+            "could_not_run": [{"check": "ssh", "expected": "host reachable", "found": "unreachable",
+                               "remediation": "rerun", "message": self.unreachable_reason}]
+            if self.unreachable_reason else [_brief(c) for c in self.errors],
             "checks": [c.as_dict() for c in self.checks],
         }
 

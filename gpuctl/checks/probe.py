@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuctl.errors import ParseError
+from gpuctl.facts.system import BOOT_SCRIPT, BootState, parse_boot
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
 from gpuctl.parsers.nvidia_smi import (
     DriverLibraryMismatch,
@@ -72,8 +73,14 @@ def sysctl_path(key: str) -> str:
     return "/proc/sys/" + key.replace(".", "/")
 
 
+# Exit status the wrapper gives a remote command that itself exited 255, so that 255
+# means only "ssh failed" (ibv_devinfo exits 255 when there is no RDMA device).
+REMOTE_255 = 254
+
+
 def _timeout(cmd: str, seconds: int) -> str:
-    return f"timeout {seconds} sh -c {shlex.quote(cmd)}"
+    """`cmd` under a remote time limit (exit 124 when it runs out); 255 remapped to 254."""
+    return f"timeout {seconds} sh -c {shlex.quote(cmd)}; r=$?; [ $r -eq 255 ] && r={REMOTE_255}; exit $r"
 
 
 class Probe:
@@ -268,6 +275,10 @@ class Probe:
                                       nvml_remediation(exc)) from None
                 raise
         return self.parsed("topo", build)
+
+    def boot(self) -> BootState:
+        """GRUB or not (the base role's own probe, `gpuctl.facts.system.BOOT_SCRIPT`)."""
+        return self.parsed("boot", lambda: parse_boot(self.output("boot", BOOT_SCRIPT).stdout.splitlines()))
 
     def kernel_log(self) -> XidResult:
         """The kernel log of the current boot: `journalctl -k -b`, or `dmesg` without journald."""

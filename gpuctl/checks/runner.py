@@ -86,9 +86,7 @@ class Collector:
             expected=extra.get("expected", ""), found=extra.get("found", ""),
             remediation=extra.get("remediation", "") if status in (CheckStatus.FAIL, CheckStatus.ERROR) else "",
             message=extra.get("message", ""), duration_s=round(getattr(report, "duration", 0.0), 3))
-        if extra.get("unreachable"):
-            self.results[key].message = extra.get("message", "")
-            self.results[key].found = "unreachable"
+        self.results[key].unreachable = bool(extra.get("unreachable"))
 
 
 def _inventory_ssh(loaded: LoadedInventory) -> tuple[str | None, str | None, bool, int]:
@@ -201,8 +199,8 @@ def _result(specs: Sequence[NodeSpec], collector: Collector, roles: Sequence[str
             if reason:
                 h.checks.append(CheckResult(s.node, role, role, CheckStatus.SKIP, message=f"role skipped: {reason}"))
         ran = [c for c in h.checks if c.status is not CheckStatus.SKIP]
-        if ran and all(c.status is CheckStatus.ERROR for c in ran) and any(c.found == "unreachable" for c in ran):
-            h.unreachable_reason = next(c.message for c in ran if c.found == "unreachable")
+        if ran and all(c.status is CheckStatus.ERROR for c in ran) and any(c.unreachable for c in ran):
+            h.unreachable_reason = next(c.message for c in ran if c.unreachable)
         h.checks.sort(key=lambda c: (roles.index(c.role) if c.role in roles else 99, c.check))
     return VerifyResult(hosts)
 

@@ -36,6 +36,7 @@ def render_ssh_config(specs: Iterable[NodeSpec], *, key: str | None, known_hosts
         lines += [f"  StrictHostKeyChecking {'yes' if strict_host_keys else 'accept-new'}",
                   "  BatchMode yes",
                   f"  ConnectTimeout {connect_timeout_s}",
+                  "  ConnectionAttempts 3",
                   "  ServerAliveInterval 15",
                   "  ServerAliveCountMax 4",
                   "  ControlMaster auto",

@@ -1,0 +1,99 @@
+"""`gpuctl verify`: check every node against its NodeSpec over SSH and report what differs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from gpuctl.checks import HostStatus, VerifyResult, run_verify
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.errors import ExitCode
+from gpuctl.inventory import load_inventory
+from gpuctl.runrecord import RunRecord
+from gpuctl.spec import resolve
+
+_STYLE = {"pass": "green", "fail": "red", "error": "yellow", "unreachable": "red", "skip": "dim"}
+
+
+def verify_exit_code(result: VerifyResult) -> ExitCode:
+    """0 every check passed; 1 a check failed; 3 checks could not run (no host reachable,
+    or some checks or hosts could not be checked)."""
+    status = result.status
+    if status is HostStatus.PASS:
+        return ExitCode.OK
+    if status is HostStatus.FAIL:
+        return ExitCode.CHECKS_FAILED
+    return ExitCode.EXECUTION
+
+
+def json_summary(result: VerifyResult) -> dict[str, Any]:
+    """What `--json` prints: per host its status, counts, failed and could-not-run checks."""
+    hosts = {}
+    for name, h in sorted(result.hosts.items()):
+        d = h.as_dict()
+        hosts[name] = {"status": d["status"], "counts": d["counts"], "failed": d["failed"],
+                       "could_not_run": d["could_not_run"], "unreachable_reason": d["unreachable_reason"]}
+    return {"status": result.status.value, "run_id": result.run_id, "duration_s": round(result.duration_s, 2),
+            "hosts": hosts}
+
+
+def print_result(result: VerifyResult) -> None:
+    out = console()
+    table = Table("host", "status", "pass", "fail", "could not run", "skipped")
+    for name, h in sorted(result.hosts.items()):
+        d = h.as_dict()
+        st = d["status"]
+        table.add_row(name, f"[{_STYLE.get(st, '')}]{st}[/]", str(d["counts"]["pass"]), str(d["counts"]["fail"]),
+                      str(d["counts"]["error"]), str(d["counts"]["skip"]))
+    out.print(table)
+    failed = [(n, c) for n, h in sorted(result.hosts.items()) for c in h.failed]
+    if failed:
+        out.print(f"\n[bold]{len(failed)} failed check(s)[/bold]")
+    for n, c in failed:
+        out.print(f"[red]FAIL[/red] {n} [bold]{c.check}[/bold]: {c.message}")
+        out.print(f"     expected: {c.expected}\n     found:    {c.found}\n     remediation: {c.remediation}")
+    for name, h in sorted(result.hosts.items()):
+        if h.unreachable_reason:
+            out.print(f"[red]UNREACHABLE[/red] {name}: {h.unreachable_reason}")
+            continue
+        errors = h.errors
+        if errors:
+            shown = errors[:10]
+            for c in shown:
+                out.print(f"[yellow]COULD NOT RUN[/yellow] {name} {c.check}: {c.message}")
+            if len(errors) > len(shown):
+                out.print(f"[yellow]… and {len(errors) - len(shown)} more checks on {name} could not run[/yellow]")
+    out.print(f"verify: [bold]{result.status.value}[/bold] in {result.duration_s:.1f} s — run record {result.run_id}")
+
+
+@click.command("verify", epilog=EXIT_CODES_HELP)
+@click.argument("inventory", type=click.Path(dir_okay=False))
+@limit_option
+@json_option
+@click.option("--parallel", type=click.IntRange(1, 256), default=None,
+              help="Hosts checked at once (default: all, up to 16).")
+@handle_errors
+def verify(inventory: str, limit: tuple[str, ...], as_json: bool, parallel: int | None) -> None:
+    """Check the nodes of INVENTORY against their NodeSpec (packages, services, modules,
+    GPUs, NVLink, fabric, VLANs, RAID, mounts). Exit 0 all pass, 1 a check failed,
+    3 checks could not run (e.g. no host reachable)."""
+    loaded = load_inventory(inventory)
+    specs = resolve(loaded, limit)
+    record = RunRecord.create("verify", loaded.path, loaded.matrix.path)
+    try:
+        result = run_verify(loaded, specs, record, limit, parallel)
+    except Exception:
+        record.finish("error")
+        raise
+    record.finish(result.status.value)
+    if as_json:
+        emit_json(json_summary(result))
+    else:
+        print_result(result)
+    raise SystemExit(int(verify_exit_code(result)))
+
+
+def register(main: click.Group) -> None:
+    main.add_command(verify)
