@@ -117,4 +117,4 @@ def result_dict(v: Verdict, test: str, host: str | None, raw: str | None, skippe
 def nccl_series(result: NcclResult, label: str, test: str) -> dict[str, Any]:
     """Bus bandwidth against message size, for the report's chart."""
     return {"label": label, "test": result.test or test, "gpus": result.gpus,
-            "points": [[r.size_bytes, r.busbw_gb_s] for r in sorted(result.rows, key=lambda r: r.size_bytes)]}
+            "points": [[r.size_bytes, round(r.busbw_gb_s, 3)] for r in sorted(result.rows, key=lambda r: r.size_bytes)]}

@@ -241,7 +241,7 @@ class BenchRun:
             "pairing": [[list(p) for p in rnd] for rnd in pairing_rounds([s.node for s in self.specs])],
             "hosts": {name: b.as_dict() for name, b in self.hosts.items()},
             "cluster": self.cluster.as_dict(),
-            "nccl_series": self.series,
+            "nccl_series": sorted(self.series, key=lambda x: ("multi" in x["test"], x["label"], x["test"])),
         }
 
 

@@ -1,0 +1,119 @@
+"""The NCCL bus-bandwidth-versus-message-size chart, as an inline SVG string.
+
+No JavaScript and no external assets: the report embeds the returned `<svg>` as is. The
+x axis is the message size on a log₂ scale, the y axis the bus bandwidth in GB/s; one
+`<polyline>` per series (a node's single-node run, or the multi-node run), and a dashed
+line for the single-node threshold when one is given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22")
+WIDTH, HEIGHT = 760, 380
+LEFT, RIGHT, TOP, BOTTOM = 64, 190, 28, 52
+
+
+@dataclass(frozen=True)
+class ThresholdLine:
+    value: float
+    label: str
+
+
+def size_label(n: float) -> str:
+    """8 → '8 B', 1024 → '1 KiB', 8 GiB → '8 GiB'."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor:
+            v = n / factor
+            return f"{v:g} {unit}"
+    return f"{n:g} B"
+
+
+def _nice_step(span: float, ticks: int = 5) -> float:
+    raw = span / ticks
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+def _f(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def nccl_chart(series: Sequence[dict[str, Any]], threshold: ThresholdLine | None = None,
+               title: str = "NCCL bus bandwidth vs message size") -> str:
+    """SVG for `series` = [{label, test, points: [[size_bytes, busbw_gb_s], …]}, …]."""
+    drawn = [s for s in series if any(p[0] > 0 for p in s.get("points", []))]
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="nccl-chart" role="img" '
+            f'aria-label="{escape(title)}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+            f'font-family="sans-serif" font-size="12">')
+    parts = [head, f"<title>{escape(title)}</title>",
+             f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>']
+    if not drawn:
+        parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" fill="#555">'
+                     "no NCCL results in this run</text></svg>")
+        return "".join(parts)
+    sizes = [p[0] for s in drawn for p in s["points"] if p[0] > 0]
+    values = [p[1] for s in drawn for p in s["points"]]
+    x_lo, x_hi = math.log2(min(sizes)), math.log2(max(sizes))
+    if x_hi - x_lo < 1:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    y_top = max([*values, threshold.value if threshold else 0.0, 1e-9]) * 1.1
+    step = _nice_step(y_top)
+    y_top = math.ceil(y_top / step) * step
+    pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def px(size: float) -> float:
+        return LEFT + (math.log2(size) - x_lo) / (x_hi - x_lo) * pw
+
+    def py(v: float) -> float:
+        return TOP + ph - (v / y_top) * ph
+
+    parts.append(f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>')
+    # y grid and labels
+    v = 0.0
+    while v <= y_top + 1e-9:
+        y = py(v)
+        parts.append(f'<line x1="{LEFT}" y1="{_f(y)}" x2="{LEFT + pw}" y2="{_f(y)}" stroke="#e5e5e5"/>')
+        parts.append(f'<text x="{LEFT - 6}" y="{_f(y + 4)}" text-anchor="end">{v:g}</text>')
+        v += step
+    # x ticks: every power of two that is a multiple of 3 in the exponent (8 B, 64 B, 512 B, 4 KiB, …)
+    for e in range(math.ceil(x_lo), math.floor(x_hi) + 1):
+        if e % 3 != 0 and e not in (math.ceil(x_lo), math.floor(x_hi)):
+            continue
+        x = px(2.0**e)
+        parts.append(f'<line x1="{_f(x)}" y1="{TOP + ph}" x2="{_f(x)}" y2="{TOP + ph + 5}" stroke="#333"/>')
+        parts.append(f'<text x="{_f(x)}" y="{TOP + ph + 18}" text-anchor="middle">{escape(size_label(2.0**e))}'
+                     "</text>")
+    parts.append(f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>')
+    parts.append(f'<text x="{LEFT + pw / 2}" y="{HEIGHT - 12}" text-anchor="middle">message size (log scale)'
+                 "</text>")
+    parts.append(f'<text transform="translate(16 {TOP + ph / 2}) rotate(-90)" text-anchor="middle">'
+                 "bus bandwidth (GB/s)</text>")
+    if threshold is not None:
+        y = py(threshold.value)
+        parts.append(f'<line class="threshold" x1="{LEFT}" y1="{_f(y)}" x2="{LEFT + pw}" y2="{_f(y)}" '
+                     'stroke="#d62728" stroke-dasharray="6 4" stroke-width="1.5"/>')
+        parts.append(f'<text x="{LEFT + pw - 4}" y="{_f(y - 5)}" text-anchor="end" fill="#d62728">'
+                     f"{escape(threshold.label)}</text>")
+    for i, s in enumerate(drawn):
+        color = PALETTE[i % len(PALETTE)]
+        dash = "" if i < len(PALETTE) else ' stroke-dasharray="4 2"'
+        pts = " ".join(f"{_f(px(p[0]))},{_f(py(p[1]))}" for p in sorted(s["points"]) if p[0] > 0)
+        label = f"{s['label']} — {s.get('test', '')}".rstrip(" —")
+        parts.append(f'<polyline class="series" data-series="{escape(label)}" fill="none" stroke="{color}" '
+                     f'stroke-width="2"{dash} points="{pts}"><title>{escape(label)}</title></polyline>')
+        ly = TOP + 10 + i * 18
+        parts.append(f'<line x1="{LEFT + pw + 14}" y1="{ly}" x2="{LEFT + pw + 34}" y2="{ly}" stroke="{color}" '
+                     f'stroke-width="3"{dash}/>')
+        parts.append(f'<text x="{LEFT + pw + 40}" y="{ly + 4}">{escape(label[:24])}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,285 @@
+"""Gather the acceptance report's data from run records; every value is computed here.
+
+Which runs a report covers: `gpuctl report RUN` opens RUN (a run id, a run folder or
+`latest`). Its `run.json` names the inventory's sha256 — the exact cluster
+configuration. For each stage the report shows (verify, bench, and provision for the
+run list) it takes RUN's own stage when RUN has it, else the stage of the newest run
+under the same runs root whose inventory has the same sha256. So `gpuctl report latest`
+after `provision`, `verify`, `bench` reports all three, and a report never mixes in a
+run made with a different inventory. Runs without an inventory hash only report their
+own stages.
+
+The cluster summary and the exact matrix come from the bench stage's snapshot
+(`inventory`, `matrix`, written by `gpuctl.bench.run`); without a bench stage they are
+resolved from the inventory file, if it still has the recorded sha256.
+
+Stage shapes consumed (adapters: `verify_section`, `bench_section`):
+- `stages/verify.json` (gpuctl.checks.model.VerifyResult.as_dict): {status, run, hosts:
+  {name: {status, unreachable_reason, counts{pass, fail, skip, error}, failed[{check,
+  expected, found, remediation, message}], could_not_run[…], checks[{check, role,
+  status, expected, found, remediation, message}]}}}
+- `stages/bench.json`: see `gpuctl.bench.run.run_bench`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from gpuctl import __version__
+from gpuctl.errors import InputError
+from gpuctl.report.chart import ThresholdLine, nccl_chart, size_label
+from gpuctl.runrecord import RunRecord, now_iso, runs_root, sha256_file
+
+log = logging.getLogger(__name__)
+
+STAGES = ("provision", "verify", "bench")
+_RANK = {"fail": 0, "unreachable": 1, "error": 2, "warn": 3, "pass": 4, "no-threshold": 5, "not-applicable": 6,
+         "skip": 6}
+
+
+def worst(statuses: list[str]) -> str:
+    """fail > unreachable/error > warn > pass; 'none' when nothing ran."""
+    known = [s for s in statuses if s in _RANK]
+    if not known:
+        return "none"
+    w = min(known, key=lambda s: _RANK[s])
+    if w == "unreachable":
+        return "error"
+    return "pass" if w in ("no-threshold", "not-applicable", "skip") else w
+
+
+# ---------------------------------------------------------------- finding the runs
+
+
+def _runs(root: Path) -> list[RunRecord]:
+    return sorted((RunRecord(p) for p in root.glob("*") if (p / "run.json").is_file()), key=lambda r: r.id)
+
+
+def _inventory_sha(rec: RunRecord) -> str | None:
+    inv = rec.meta().get("inventory") or {}
+    return inv.get("sha256")
+
+
+def find_stages(run: RunRecord, root: Path) -> dict[str, RunRecord]:
+    """stage → the run record it is taken from (see the module docstring)."""
+    chosen: dict[str, RunRecord] = {}
+    own = set(run.stages())
+    sha = _inventory_sha(run)
+    others = [r for r in reversed(_runs(root)) if r.path != run.path] if sha else []
+    for stage in STAGES:
+        if stage in own:
+            chosen[stage] = run
+            continue
+        for rec in others:
+            if _inventory_sha(rec) == sha and stage in rec.stages():
+                chosen[stage] = rec
+                break
+    return chosen
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def fmt_number(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if v != 0 and abs(v) < 0.01:
+            return f"{v:.3g}"
+        return f"{v:,.0f}" if abs(v) >= 10000 else f"{v:,.4g}"
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 10000 else str(v)
+    return str(v)
+
+
+def fmt_value(v: Any, unit: str) -> str:
+    text = fmt_number(v)
+    return f"{text} {unit}".strip() if text else ""
+
+
+def fmt_threshold(check: str, value: Any, unit: str, thresholds: dict[str, Any]) -> str:
+    """'≥ 460 GB/s (warn below 480)' from the recorded threshold, else the bare limit."""
+    t = thresholds.get(check)
+    if t and t.get("not_applicable"):
+        return "n/a"
+    if t and "min" in t:
+        warn = f" (warn below {fmt_number(t['warn_below'])})" if "warn_below" in t else ""
+        return f"≥ {fmt_value(t['min'], unit)}{warn}"
+    if t and "max" in t:
+        warn = f" (warn above {fmt_number(t['warn_above'])})" if "warn_above" in t else ""
+        return f"≤ {fmt_value(t['max'], unit)}{warn}"
+    if value is None:
+        return ""
+    return f"= {fmt_value(value, unit)}" if not isinstance(value, (int, float)) or isinstance(value, bool) \
+        else fmt_value(value, unit)
+
+
+# ---------------------------------------------------------------- sections
+
+
+def verify_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[str, Any]:
+    """The per-node check table: one row per node, one column per role."""
+    if not stage:
+        return {"available": False, "run_id": None, "status": "none", "roles": [], "rows": [], "failures": []}
+    hosts = stage.get("hosts") or {}
+    roles = sorted({c.get("role") or "other" for h in hosts.values() for c in h.get("checks", [])})
+    rows, failures = [], []
+    for name in sorted(hosts):
+        h = hosts[name]
+        checks = h.get("checks", [])
+        cells = []
+        for role in roles:
+            mine = [c for c in checks if (c.get("role") or "other") == role]
+            c = Counter(x.get("status") for x in mine)
+            total = len(mine) - c.get("skip", 0)
+            if not mine:
+                cells.append({"role": role, "status": "none", "text": "—"})
+            elif c.get("fail"):
+                cells.append({"role": role, "status": "fail", "text": f"{c['fail']} of {total} failed"})
+            elif c.get("error"):
+                cells.append({"role": role, "status": "error", "text": f"{c['error']} of {total} could not run"})
+            elif total == 0:
+                cells.append({"role": role, "status": "skip", "text": "skipped"})
+            else:
+                cells.append({"role": role, "status": "pass", "text": f"{c.get('pass', 0)}/{total} pass"})
+        counts = h.get("counts") or dict(Counter(x.get("status") for x in checks))
+        rows.append({"node": name, "status": h.get("status", "error"), "cells": cells,
+                     "passed": counts.get("pass", 0), "failed": counts.get("fail", 0),
+                     "could_not_run": counts.get("error", 0), "skipped": counts.get("skip", 0),
+                     "unreachable_reason": h.get("unreachable_reason", "")})
+        if h.get("unreachable_reason"):
+            failures.append({"source": "verify", "node": name, "check": "ssh", "status": "error",
+                             "message": h["unreachable_reason"], "expected": "", "found": "",
+                             "remediation": "rerun"})
+        for status, key in (("fail", "failed"), ("error", "could_not_run")):
+            for f in h.get(key, []):
+                failures.append({"source": "verify", "node": name, "check": f.get("check", ""), "status": status,
+                                 "message": f.get("message", ""), "expected": f.get("expected", ""),
+                                 "found": f.get("found", ""), "remediation": f.get("remediation", "")})
+    return {"available": True, "run_id": rec.id if rec else None, "status": stage.get("status", "none"),
+            "roles": roles, "rows": rows, "failures": failures}
+
+
+def _bench_row(r: dict[str, Any], thresholds: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "subject": r.get("subject", ""), "test": r.get("test", ""), "check": r.get("check", ""),
+        "status": "skipped" if r.get("skipped") else r.get("status", ""),
+        "value": fmt_value(r.get("value"), r.get("unit", "")),
+        "threshold": fmt_threshold(r.get("check", ""), r.get("threshold"), r.get("unit", ""), thresholds),
+        "source": r.get("source", ""), "remediation": r.get("remediation", "none"),
+        "message": r.get("message", ""), "raw": r.get("raw") or "",
+    }
+
+
+def bench_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[str, Any]:
+    if not stage:
+        return {"available": False, "run_id": None, "suite": "", "status": "none", "nodes": [], "results": [],
+                "cluster_results": [], "failures": [], "series": []}
+    thresholds = stage.get("thresholds") or {}
+    nodes, results, failures = [], [], []
+    for name in sorted(stage.get("hosts") or {}):
+        h = stage["hosts"][name]
+        nodes.append({"node": name, "status": h.get("status", "none")})
+        results += [_bench_row(r, thresholds) for r in h.get("results", [])]
+    cluster = [_bench_row(r, thresholds) for r in (stage.get("cluster") or {}).get("results", [])]
+    for r in results + cluster:
+        if r["status"] in ("fail", "error", "warn", "skipped"):
+            failures.append({"source": "bench", "node": r["subject"], "check": r["check"], "status": r["status"],
+                             "message": r["message"], "expected": r["threshold"], "found": r["value"],
+                             "remediation": r["remediation"]})
+    series = [{**s, "points_text": "; ".join(f"{size_label(p[0])} → {fmt_number(float(p[1]))}"
+                                             for p in s["points"] if p[0] > 0)}
+              for s in stage.get("nccl_series") or []]
+    return {"available": True, "run_id": rec.id if rec else stage.get("run_id"), "suite": stage.get("suite", ""),
+            "status": stage.get("status", "none"), "nodes": nodes, "results": results, "cluster_results": cluster,
+            "failures": failures, "series": series}
+
+
+def _chart(bench: dict[str, Any], thresholds: dict[str, Any]) -> str:
+    t = thresholds.get("all_reduce_busbw_gb_s")
+    single = [s for s in bench["series"] if "all_reduce" in (s.get("test") or "")]
+    line = None
+    if t and "min" in t and single:
+        line = ThresholdLine(float(t["min"]), f"single-node floor {fmt_number(float(t['min']))} GB/s")
+    return nccl_chart(bench["series"], line)
+
+
+def _inventory_from_file(meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Cluster summary + matrix resolved from the inventory file, when its sha256 still matches."""
+    inv = meta.get("inventory") or {}
+    path = inv.get("path")
+    if not path or not Path(path).is_file() or sha256_file(path) != inv.get("sha256"):
+        return None
+    from gpuctl.bench.run import inventory_summary, matrix_summary
+    from gpuctl.inventory import load_inventory
+    from gpuctl.spec import resolve
+
+    loaded = load_inventory(path)
+    specs = resolve(loaded)
+    return inventory_summary(loaded, specs), matrix_summary(specs[0])
+
+
+def build_report(ref: str = "latest", root: Path | None = None, now: str | None = None) -> dict[str, Any]:
+    """All the report's data for run `ref` (see the module docstring)."""
+    root = root or runs_root()
+    run = RunRecord.open(ref, root)
+    meta = run.meta()
+    chosen = find_stages(run, root)
+    if "verify" not in chosen and "bench" not in chosen:
+        raise InputError(f"run {run.id} has no verify or bench results, and no run of the same inventory has: "
+                         "run `gpuctl verify` or `gpuctl bench` first")
+    stages = {name: rec.read_stage(name) for name, rec in chosen.items()}
+    bench_stage = stages.get("bench") or {}
+    inventory, matrix = bench_stage.get("inventory"), bench_stage.get("matrix")
+    if inventory is None or matrix is None:
+        resolved = _inventory_from_file(meta)
+        inventory, matrix = resolved if resolved else ({}, {})
+    verify = verify_section(stages.get("verify"), chosen.get("verify"))
+    bench = bench_section(stages.get("bench"), chosen.get("bench"))
+    thresholds = bench_stage.get("thresholds") or {}
+    nodes = sorted(set(inventory.get("nodes", [])) | {r["node"] for r in verify["rows"]}
+                   | {n["node"] for n in bench["nodes"]})
+    runs = []
+    for stage, rec in sorted(chosen.items(), key=lambda kv: STAGES.index(kv[0])):
+        m = rec.meta()
+        runs.append({"stage": stage, "run_id": rec.id, "command": m.get("command", ""),
+                     "started": m.get("started", ""), "finished": m.get("finished", ""),
+                     "status": m.get("status", ""), "gpuctl_version": m.get("gpuctl_version", "")})
+    failures = verify["failures"] + bench["failures"]
+    status = worst([s for s in (verify["status"], bench["status"]) if s != "none"])
+    cluster_name = inventory.get("cluster") or "unknown cluster"
+    return {
+        "title": f"Acceptance report — {cluster_name}",
+        "status": status,
+        "cluster": {
+            "name": cluster_name, "sku": inventory.get("sku", ""), "gpu_model": inventory.get("gpu_model", ""),
+            "gpus_per_node": inventory.get("gpus_per_node", 0), "os": inventory.get("os", ""),
+            "matrix": inventory.get("matrix", matrix.get("name", "")), "node_count": len(nodes), "nodes": nodes,
+        },
+        "matrix": {
+            "name": matrix.get("name", ""),
+            "driver": matrix.get("driver", {}),
+            "components": [
+                {**c, "packages_text": ", ".join(p["pin"] for p in c.get("packages", []))}
+                for c in matrix.get("components", [])
+            ],
+        },
+        "verify": verify,
+        "bench": bench,
+        "chart_svg": _chart(bench, thresholds),
+        "failures": failures,
+        "remediation_counts": dict(sorted(Counter(f["remediation"] for f in failures if f["remediation"]).items())),
+        "meta": {
+            "gpuctl_version": __version__,
+            "generated": now or now_iso(),
+            "report_run": run.id,
+            "inventory_path": (meta.get("inventory") or {}).get("path", inventory.get("path", "")),
+            "inventory_sha256": (meta.get("inventory") or {}).get("sha256", inventory.get("sha256", "")),
+            "runs": runs,
+        },
+    }
