@@ -85,9 +85,9 @@ def nccl_chart(series: Sequence[dict[str, Any]], threshold: ThresholdLine | None
         parts.append(f'<line x1="{LEFT}" y1="{_f(y)}" x2="{LEFT + pw}" y2="{_f(y)}" stroke="#e5e5e5"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{_f(y + 4)}" text-anchor="end">{v:g}</text>')
         v += step
-    # x ticks: every power of two that is a multiple of 3 in the exponent (8 B, 64 B, 512 B, 4 KiB, …)
+    # x ticks: the powers of two whose exponent is a multiple of 3 (8 B, 64 B, 512 B, 4 KiB, …)
     for e in range(math.ceil(x_lo), math.floor(x_hi) + 1):
-        if e % 3 != 0 and e not in (math.ceil(x_lo), math.floor(x_hi)):
+        if e % 3 != 0:
             continue
         x = px(2.0**e)
         parts.append(f'<line x1="{_f(x)}" y1="{TOP + ph}" x2="{_f(x)}" y2="{TOP + ph + 5}" stroke="#333"/>')
@@ -107,13 +107,18 @@ def nccl_chart(series: Sequence[dict[str, Any]], threshold: ThresholdLine | None
     for i, s in enumerate(drawn):
         color = PALETTE[i % len(PALETTE)]
         dash = "" if i < len(PALETTE) else ' stroke-dasharray="4 2"'
-        pts = " ".join(f"{_f(px(p[0]))},{_f(py(p[1]))}" for p in sorted(s["points"]) if p[0] > 0)
-        label = f"{s['label']} — {s.get('test', '')}".rstrip(" —")
+        xy = [(px(p[0]), py(p[1])) for p in sorted(s["points"]) if p[0] > 0]
+        pts = " ".join(f"{_f(x)},{_f(y)}" for x, y in xy)
+        test = str(s.get("test", ""))
+        label = f"{s['label']} — {test}".rstrip(" —")
         parts.append(f'<polyline class="series" data-series="{escape(label)}" fill="none" stroke="{color}" '
                      f'stroke-width="2"{dash} points="{pts}"><title>{escape(label)}</title></polyline>')
+        # markers, so a run with a single message size still shows
+        parts.extend(f'<circle cx="{_f(x)}" cy="{_f(y)}" r="2.5" fill="{color}"/>' for x, y in xy)
+        legend = str(s["label"]) if test.startswith("all_reduce") else f"{s['label']} · {test}"
         ly = TOP + 10 + i * 18
         parts.append(f'<line x1="{LEFT + pw + 14}" y1="{ly}" x2="{LEFT + pw + 34}" y2="{ly}" stroke="{color}" '
                      f'stroke-width="3"{dash}/>')
-        parts.append(f'<text x="{LEFT + pw + 40}" y="{ly + 4}">{escape(label[:24])}</text>')
+        parts.append(f'<text x="{LEFT + pw + 40}" y="{ly + 4}">{escape(legend[:26])}</text>')
     parts.append("</svg>")
     return "".join(parts)
