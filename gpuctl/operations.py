@@ -73,8 +73,8 @@ def fail_host(reason: str):
     operation whose one command returns False when executed.
     """
 
-    def _fail(state, host_) -> bool:
-        host_.log_styled(f"refused: {reason}", fg="red", log_func=logging.getLogger("pyinfra").error)
+    def _fail(state, host) -> bool:  # pyinfra passes (state, host) by these names
+        host.log_styled(f"refused: {reason}", fg="red", log_func=logging.getLogger("pyinfra").error)
         return False
 
     yield FunctionCommand(_fail, (), {})
@@ -334,19 +334,24 @@ def dearmor_keyring(armored: str, keyring: str, armored_sha256: str, keyring_mat
 # ------------------------------------------------------------------ role knobs
 
 def role_knobs(role: str) -> dict[str, object]:
-    """roles/<role>/defaults.yaml, each key overridable by the host's pyinfra data.
+    """roles/<role>/defaults.yaml, each key overridable per host.
 
-    Every knob is prefixed with the role's component name; an inventory or the runner
-    sets a host data key of the same name to override it.
+    Every knob is prefixed with the role's component name. An override comes from the
+    host's pyinfra data (same key), else from `RunOptions.extra` (a YAML scalar/list in a
+    string, e.g. ``{"nvidia_driver_reboot_delay_s": "0"}``).
     """
     import yaml
 
+    from gpuctl.deploy_context import run_options
     from gpuctl.paths import roles_dir
 
     path = roles_dir() / role / "defaults.yaml"
     data = yaml.safe_load(path.read_text()) or {}
+    extra = run_options().extra
     out: dict[str, object] = {}
     for key, value in data.items():
         override = host.data.get(key)
+        if override is None and key in extra:
+            override = yaml.safe_load(extra[key])
         out[key] = value if override is None else override
     return out

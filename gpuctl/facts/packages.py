@@ -159,3 +159,40 @@ def read_packages(package_manager: str) -> PackageSnapshot:
     """The current host's package snapshot (one remote command)."""
     fact = RpmPackages if package_manager == "dnf" else DebPackages
     return host.get_fact(fact)
+
+
+def parse_dnf_modules(lines: list[str]) -> dict[str, str]:
+    """/etc/dnf/modules.d/*.module (INI: ``[nvidia-driver]`` ``stream=580-open``
+    ``state=enabled``) → {module: stream} for enabled modules."""
+    out: dict[str, str] = {}
+    name, stream, state = "", "", ""
+
+    def flush() -> None:
+        if name and state == "enabled" and stream:
+            out[name] = stream
+
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            flush()
+            name, stream, state = line[1:-1], "", ""
+        elif line.startswith("stream="):
+            stream = line.split("=", 1)[1].strip()
+        elif line.startswith("state="):
+            state = line.split("=", 1)[1].strip()
+    flush()
+    return out
+
+
+class DnfModuleStreams(FactBase[dict[str, str]]):
+    """Enabled dnf module streams, from dnf's state files (no metadata download)."""
+
+    def command(self) -> str:
+        return marker("dnf-modules") + " cat /etc/dnf/modules.d/*.module 2>/dev/null || true"
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        return parse_dnf_modules(output)

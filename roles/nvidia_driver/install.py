@@ -1,0 +1,123 @@
+"""nvidia_driver: the NVIDIA driver pinned, held, and loaded — rebooting only when needed.
+
+1. RHEL 9: the `nvidia-driver:<branch>-open|-dkms` dnf module stream enabled.
+2. The driver packages of spec.components["driver"] (the matrix's names already encode
+   open or proprietary modules) and nvidia-persistenced at exactly their versions, in one
+   transaction; then held (apt-mark hold / dnf versionlock).
+3. At execution time, `ModuleReboot` decides: if the loaded nvidia module
+   (/sys/module/nvidia/version, absent = none) is not the pinned version, the node must
+   reboot. Before that, the module built for the kernel the node will boot (modinfo -k
+   <boot kernel>) must be the pinned version, or the host fails and is not rebooted.
+4. The reboot is the runner's `rolling_reboot` (gpuctl/runner/reboot.py): at most
+   --max-unavailable nodes down at once; after the boot it confirms that
+   /sys/module/nvidia/version equals the pinned version (the host fails otherwise).
+5. nvidia-persistenced enabled and running.
+
+A converged node (packages at the pins and held, pinned module loaded) gets no command
+beyond the three facts read at prepare.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyinfra import host
+from pyinfra.api import FunctionCommand, deploy, operation
+
+from gpuctl.deploy_context import node_spec
+from gpuctl.facts.nvidia import NvidiaModule, NvidiaModuleState
+from gpuctl.facts.packages import DnfModuleStreams, read_packages
+from gpuctl.facts.system import ServiceStates
+from gpuctl.operations import dnf_module_enable, ensure_services, hold_packages, install_packages, role_knobs
+from gpuctl.runner.reboot import rolling_reboot
+
+log = logging.getLogger(__name__)
+
+
+class ModuleReboot:
+    """The one place that decides whether this host reboots for its driver.
+
+    `needed()` is evaluated at execution time (`_if=`): False without a remote command
+    when the packages did not change and the pinned module was already loaded at
+    prepare; otherwise it reads `NvidiaModule` once and caches it for this host.
+    """
+
+    def __init__(self, pinned: str, at_prepare: NvidiaModuleState, packages_op: object) -> None:
+        self.pinned = pinned
+        self.at_prepare = at_prepare
+        self.packages_op = packages_op
+        self._now: NvidiaModuleState | None = None
+
+    def state(self) -> NvidiaModuleState:
+        if self._now is None:
+            self._now = host.get_fact(NvidiaModule)
+        return self._now
+
+    def needed(self) -> bool:
+        changed = self.packages_op.did_change()  # type: ignore[attr-defined]
+        if not changed and not self.at_prepare.needs_reboot(self.pinned):
+            return False
+        return self.state().needs_reboot(self.pinned)
+
+    def boot_module_problem(self) -> str:
+        """'' when the next boot will load the pinned module, else why not."""
+        st = self.state()
+        if st.installed_version == self.pinned:
+            return ""
+        found = st.installed_version or "no nvidia module"
+        return (f"modinfo -k {st.boot.boot_kernel} -F version nvidia gives {found!r}, expected {self.pinned} "
+                f"(boot kernel from {st.boot.boot_kernel_source}); not rebooting into a kernel without the "
+                "pinned module — check the DKMS build log (/var/lib/dkms/nvidia/) and the kernel headers")
+
+
+@operation(is_idempotent=False)
+def check_boot_module(decision: ModuleReboot):
+    """Fail the host unless the module for the kernel it will boot is the pinned version."""
+
+    def _check(state, host) -> bool:  # pyinfra passes (state, host) by these names
+        problem = decision.boot_module_problem()
+        if problem:
+            host.log_styled(f"refused: {problem}", fg="red", log_func=logging.getLogger("pyinfra").error)
+            return False
+        return True
+
+    yield FunctionCommand(_check, (), {})
+
+
+@deploy("nvidia_driver")
+def install() -> None:
+    spec = node_spec()
+    k = role_knobs("nvidia_driver")
+    ver = spec.driver_version
+    driver = spec.components["driver"]
+    persistenced = spec.components["persistenced"]
+    packages = [*driver.packages, *persistenced.packages]
+    label = f"NVIDIA driver {ver} ({spec.driver_flavour} kernel modules)"
+    service = str(k["nvidia_driver_persistenced_service"])
+
+    snap = read_packages(spec.package_manager)
+    services = host.get_fact(ServiceStates, names=(service,))
+    at_prepare = host.get_fact(NvidiaModule)
+
+    if spec.package_manager == "dnf":
+        suffix = k[f"nvidia_driver_dnf_stream_suffix_{spec.driver_flavour}"]
+        dnf_module_enable(name=f"Enable the dnf module stream nvidia-driver:{spec.driver_branch}{suffix}",
+                          module="nvidia-driver", stream=f"{spec.driver_branch}{suffix}",
+                          enabled_streams=host.get_fact(DnfModuleStreams))
+
+    installed = install_packages(name=f"Install {label}", packages=packages, snapshot=snap, label=label)
+    hold_packages(name=f"Hold NVIDIA driver {ver} packages", packages=packages, snapshot=snap)
+
+    decision = ModuleReboot(ver, at_prepare, installed)
+    check_boot_module(name=f"Check nvidia {ver} is built for the kernel the node boots",
+                      decision=decision, _if=decision.needed)
+    timeout = k["nvidia_driver_reboot_timeout_s"]
+    rolling_reboot(name=f"Reboot to load NVIDIA driver {ver}",
+                   reason=f"the loaded nvidia module is not {ver}",
+                   confirm_command=str(k["nvidia_driver_confirm_command"]), confirm_output=ver,
+                   delay_s=float(k["nvidia_driver_reboot_delay_s"]),  # type: ignore[arg-type]
+                   interval_s=float(k["nvidia_driver_reboot_interval_s"]),  # type: ignore[arg-type]
+                   timeout_s=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]
+                   _if=decision.needed)
+    ensure_services(name=f"Enable and start {service} {persistenced.version}", names=[service],
+                    states=services)
