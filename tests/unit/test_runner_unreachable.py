@@ -96,6 +96,28 @@ def test_plan_unreachable_cluster_fails_each_host_cleanly(tmp_path: Path, silent
     assert (runs[0] / "pyinfra.log").is_file()
 
 
+def test_hosts_connect_in_parallel(tmp_path: Path) -> None:
+    """Four silent hosts (2 s timeout, 2 attempts each) take one host's time, not four:
+    gevent is patched before pyinfra connects, even though other CLI modules import
+    paramiko/ssl first."""
+    socks = []
+    try:
+        for _ in range(4):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen(8)
+            socks.append(s)
+        inv = _loopback_inventory(tmp_path, [s.getsockname()[1] for s in socks])
+        proc, _ = _run(["plan", str(inv), "--json"], tmp_path)
+    finally:
+        for s in socks:
+            s.close()
+    assert proc.returncode == 3
+    assert "MonkeyPatchWarning" not in proc.stderr
+    seconds = [h["seconds"] for h in json.loads(proc.stdout)["hosts"].values()]
+    assert max(seconds) < 8, seconds  # serial would be ≥ 16 s
+
+
 def test_plan_text_output_one_line_per_host(tmp_path: Path) -> None:
     inv = _loopback_inventory(tmp_path, [_free_port() for _ in range(4)])
     proc, _ = _run(["plan", str(inv)], tmp_path)
