@@ -15,9 +15,9 @@ from gpuctl.checks.model import (
     HostStatus,
     VerifyResult,
 )
-from gpuctl.checks.runner import check_files, run_verify
+from gpuctl.checks.runner import check_files, list_checks, run_verify
 
 __all__ = [
     "CheckFailure", "CheckResult", "CheckStatus", "CouldNotRun", "HostResult", "HostStatus", "VerifyResult",
-    "check_files", "run_verify",
+    "check_files", "list_checks", "run_verify",
 ]

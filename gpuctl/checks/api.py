@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-import pytest
-
 from gpuctl.spec import NodeSpec
 
 from .model import CheckFailure, CouldNotRun, Remediation
@@ -44,9 +42,15 @@ COMPONENT_ROLE: dict[str, str] = {
 }
 
 
-def for_each(items: ItemsFn) -> pytest.MarkDecorator:
+ITEMS_ATTR = "_gpuctl_items"
+
+
+def for_each(items: ItemsFn) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Parametrize a check's `item` argument with `items(spec)` for each host."""
-    return pytest.mark.gpuctl_items.with_args(items)
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(fn, ITEMS_ATTR, items)
+        return fn
+    return mark
 
 
 def fail(message: str, *, expected: Any, found: Any, remediation: Remediation, subject: str = "") -> NoReturn:

@@ -21,6 +21,7 @@ import pytest
 from gpuctl.errors import ParseError
 from gpuctl.spec import NodeSpec
 
+from .api import ITEMS_ATTR
 from .model import CheckFailure, CouldNotRun
 from .probe import Probe
 
@@ -43,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "gpuctl_items(fn): parametrize `item` with fn(spec) per host")
+    config.addinivalue_line("markers", "gpuctl_none: a per-item check with no items on any host")
     config._gpuctl_specs = _load_specs(config.getoption("gpuctl_specs"))  # type: ignore[attr-defined]
 
 
@@ -116,24 +117,22 @@ def reset_probes() -> None:
 
 # ---------------------------------------------------------------- parametrization
 
-def _items_for(metafunc_or_item: Any, spec: NodeSpec) -> list[str]:
-    marker = metafunc_or_item.get_closest_marker("gpuctl_items") if hasattr(metafunc_or_item, "get_closest_marker") \
-        else metafunc_or_item.definition.get_closest_marker("gpuctl_items")
-    return list(dict.fromkeys(marker.args[0](spec)))
+def _items_fn(function: Any) -> Any:
+    return getattr(function, ITEMS_ATTR, None)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "item" not in metafunc.fixturenames:
         return
-    marker = metafunc.definition.get_closest_marker("gpuctl_items")
-    if marker is None:
+    items_fn = _items_fn(metafunc.function)
+    if items_fn is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: a check taking `item` needs @for_each(...)")
     role = role_of(Path(str(metafunc.definition.path)))
     union: list[str] = []
     for s in specs_of(metafunc.config).values():
         if s.roles.get(role, ""):
             continue
-        for it in marker.args[0](s):
+        for it in items_fn(s):
             if it not in union:
                 union.append(it)
     if union:
@@ -156,7 +155,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if s.roles.get(role, "") or it.get_closest_marker("gpuctl_none"):
             drop.append(it)
             continue
-        if callspec and "item" in callspec.params and callspec.params["item"] not in _items_for(it, s):
+        if callspec and "item" in callspec.params and callspec.params["item"] not in _items_fn(it.function)(s):
             drop.append(it)
             continue
         it.user_properties.append((USER_PROPERTY, {"host": s.node, "role": role, "check": check_id(it)}))

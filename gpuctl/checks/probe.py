@@ -32,6 +32,7 @@ from gpuctl.parsers.nvidia_smi import (
     NoDevicesFound,
     NvidiaSmiFailure,
     NvidiaSmiResult,
+    parse_nvidia_smi_q,
     parse_nvidia_smi_xml,
 )
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
@@ -52,6 +53,14 @@ STATIC_FILES: tuple[str, ...] = (
 )
 # Shell globs expanded on the host, read in the same bundle.
 STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.list.d/*")
+
+
+# nvidia-smi's two full reports; both parse to the same NvidiaSmiResult. Verify reads the
+# XML (machine-readable); the text form serves outputs recorded as `nvidia-smi -q`.
+NVIDIA_SMI_FORMS: dict[str, tuple[str, Any]] = {
+    "xml": ("nvidia-smi -q -x", parse_nvidia_smi_xml),
+    "q": ("nvidia-smi -q", parse_nvidia_smi_q),
+}
 
 
 class RunsCommands(Protocol):
@@ -87,8 +96,9 @@ class Probe:
     """Cached command outputs of one host (thread-safe: prefetch runs in threads)."""
 
     def __init__(self, host: RunsCommands, spec: NodeSpec, raw_dir: Path | None = None,
-                 timeout_s: int = COMMAND_TIMEOUT_S) -> None:
+                 timeout_s: int = COMMAND_TIMEOUT_S, nvidia_smi_form: str = "xml") -> None:
         self.host = host
+        self.nvidia_smi_form = nvidia_smi_form
         self.spec = spec
         self.raw_dir = raw_dir
         self.timeout_s = timeout_s
@@ -242,9 +252,11 @@ class Probe:
         """`nvidia-smi -q -x` parsed. NVML failures raise NvidiaSmiFailure (for the node-level
         check to judge); other problems CouldNotRun."""
         def build() -> NvidiaSmiResult | NvidiaSmiFailure:
-            out = self.output("nvidia-smi-q-x", "nvidia-smi -q -x", tool="nvidia-smi", ok_rc=range(0, 256))
+            command, parse = NVIDIA_SMI_FORMS[self.nvidia_smi_form]
+            out = self.output("nvidia-smi-q" + ("-x" if self.nvidia_smi_form == "xml" else ""), command,
+                              tool="nvidia-smi", ok_rc=range(0, 256))
             try:
-                return parse_nvidia_smi_xml(out.stdout + ("\n" + out.stderr if out.rc else ""))
+                return parse(out.stdout + ("\n" + out.stderr if out.rc else ""))
             except NvidiaSmiFailure as exc:
                 return exc
         value = self.parsed("nvidia_smi", build)

@@ -89,6 +89,41 @@ class Collector:
         self.results[key].unreachable = bool(extra.get("unreachable"))
 
 
+class _Listing:
+    def __init__(self) -> None:
+        self.ids: dict[str, list[str]] = {}
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for it in session.items:
+            ident = dict(it.user_properties).get(gplugin.USER_PROPERTY)
+            if ident:
+                self.ids.setdefault(ident["host"], []).append(ident["check"])
+
+
+def list_checks(specs: Sequence[NodeSpec], roles: Sequence[str] = ROLE_ORDER) -> dict[str, list[str]]:
+    """The check ids each host would run (collection only; nothing connects)."""
+    work = Path(tempfile.mkdtemp(prefix="gpuctl-l-", dir="/tmp"))
+    try:
+        import json
+
+        (work / "specs.json").write_text(json.dumps({s.node: s.model_dump(mode="json") for s in specs}))
+        (work / "pytest.ini").write_text("[pytest]\n")
+        args = [str(f) for f in check_files(roles)] + [
+            "-c", str(work / "pytest.ini"), "--rootdir", str(roles_dir()), "--import-mode=importlib",
+            "-p", "no:cacheprovider", "-p", "gpuctl.checks.plugin", "--collect-only", "-q",
+            "--hosts=" + ",".join(f"ssh://{s.node}" for s in specs), f"--gpuctl-specs={work / 'specs.json'}",
+        ]
+        listing = _Listing()
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            code = pytest.main(args, plugins=[listing])
+        if int(code) not in (0, 5):
+            raise ExecutionError(f"collecting the checks failed (pytest exit {int(code)}):\n{buf.getvalue()[-2000:]}")
+        return {s.node: sorted(listing.ids.get(s.node, [])) for s in specs}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _inventory_ssh(loaded: LoadedInventory) -> tuple[str | None, str | None, bool, int]:
     ssh = loaded.inventory.ssh
     key = ssh.key
