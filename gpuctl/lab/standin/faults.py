@@ -185,7 +185,7 @@ def _other_driver_version(current: str) -> str:
     if not versions:
         raise ExecutionError("driver_mismatch needs a second driver version in the matrices")
     older = [v for v in versions if [int(x) for x in v.split(".")] < [int(x) for x in current.split(".")]]
-    return (older or versions)[-1]
+    return older[-1] if older else versions[0]
 
 
 def _driver_mismatch(run: Runner, clear: bool) -> str:
