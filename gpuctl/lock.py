@@ -136,12 +136,14 @@ MANAGED_FILES: tuple[ManagedFile, ...] = (
     ManagedFile("nvidia_repo", "/etc/apt/sources.list.d/*gpuctl*", when="apt"),
     ManagedFile("nvidia_repo", "/etc/apt/apt.conf.d/*gpuctl-proxy*", when="apt"),
     ManagedFile("nvidia_repo", "/etc/yum.repos.d/*gpuctl*", when="dnf"),
-    ManagedFile("nccl", "/etc/nccl.conf"),
+    ManagedFile("network", "/etc/nccl.conf", knob="network_nccl_conf"),
     ManagedFile("nvme_raid", "/etc/mdadm/mdadm.conf", knob="nvme_raid_mdadm_conf", per_node=True, when="raid"),
-    ManagedFile("network", "/etc/network/interfaces.d/*gpuctl*", per_node=True, when="network"),
-    ManagedFile("network", "/etc/systemd/network/*gpuctl*", per_node=True, when="network"),
-    ManagedFile("network", "/etc/NetworkManager/system-connections/*gpuctl*", per_node=True, when="network"),
-    ManagedFile("network", "/etc/netplan/*gpuctl*", per_node=True, when="network"),
+    ManagedFile("network", "/etc/modules-load.d/gpuctl-network.conf", knob="network_modules_file", when="network"),
+    ManagedFile("network", "/etc/systemd/system/gpuctl-*", when="network"),
+    ManagedFile("network", "/usr/local/sbin/gpuctl-roce-qos", knob="network_roce_qos_script", when="network"),
+    ManagedFile("network", "/etc/network/interfaces.d/gpuctl-*", per_node=True, when="network"),
+    ManagedFile("network", "/etc/netplan/60-gpuctl.yaml", knob="network_netplan_file", per_node=True, when="network"),
+    ManagedFile("network", "/etc/NetworkManager/system-connections/gpuctl-*", per_node=True, when="network"),
 )
 
 
