@@ -328,3 +328,17 @@ def read_storage_facts(explicit: list[str] | None = None, sudo: bool = False) ->
         root_source=host.get_fact(RootSource, **kw),
         resolved=resolved,
     )
+
+
+class KernelModuleVersion(FactBase):
+    """`modinfo -k $(uname -r) -F version MODULE`: the version built for the running kernel; "" when none."""
+
+    def command(self, module: str) -> str:
+        return f"modinfo -k \"$(uname -r)\" -F version {shlex.quote(module)} 2>/dev/null || true"
+
+    @staticmethod
+    def default() -> str:
+        return ""
+
+    def process(self, output: list[str]) -> str:
+        return output[0].strip() if output else ""
