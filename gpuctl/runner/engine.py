@@ -219,20 +219,28 @@ class Engine:
         """Run func(host) for each host in the state's pool; exceptions fail that host only."""
         state = self.state
 
-        def wrapped(h: Any) -> None:
-            with ctx_state.use(state), ctx_config.use(state.config.copy()), ctx_host.use(h):
-                func(h)
+        def wrapped(h: Any) -> BaseException | None:
+            # Return, never raise: gevent prints tracebacks of greenlets that raise.
+            try:
+                with ctx_state.use(state), ctx_config.use(state.config.copy()), ctx_host.use(h):
+                    func(h)
+            except Exception as exc:
+                # the traceback goes to pyinfra's log (the run record), the summary gets one line
+                logging.getLogger("pyinfra").error("[%s] failed", h.name, exc_info=True)
+                return exc
+            return None
 
         greenlets = {state.pool.spawn(wrapped, h): h for h in hosts}
         gevent.joinall(list(greenlets))
         failed = set()
         for g, h in greenlets.items():
-            if g.exception is not None:
-                exc = g.exception
+            exc = g.value if g.successful() else g.exception
+            if exc is not None:
                 message = one_line(str(exc)) or type(exc).__name__
                 if isinstance(exc, PyinfraError) and "No hosts remaining" in str(exc):
                     message = self._last_failure(h) or "failed"
-                log.debug("%s failed: %r", h.name, exc)
+                elif not isinstance(exc, PyinfraError):
+                    message = f"{type(exc).__name__}: {message}"
                 self._set_error(h, message)
                 failed.add(h)
         self._fail(failed)

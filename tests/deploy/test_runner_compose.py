@@ -140,3 +140,18 @@ def test_fact_failure_in_prepare_fails_only_that_host(fake, toy_roles) -> None:
     assert run["gpu-02"].status == "failed"
     assert "Permission denied" in run["gpu-02"].error
     assert run["gpu-01"].status == "ok" and run["gpu-01"].execute_commands == ["configure-base"]
+
+
+def test_role_exception_in_prepare_fails_only_that_host(fake, toy_roles, capfd) -> None:
+    (toy_roles / "cudnn" / "install.py").write_text(
+        "from pyinfra import host\nfrom pyinfra.api import deploy\n\n"
+        "@deploy('cudnn')\ndef install():\n"
+        "    if host.name.endswith('gpu-02'):\n        raise TypeError('render() got an unexpected argument')\n")
+    specs = fake.specs("lab.yaml")
+    choices = select_roles(specs, only=["base", "cudnn"])
+    run = fake.run(load_provision_deploy().provision, specs, args=(choices,), compose=True)
+    assert run["gpu-02"].status == "failed"
+    assert run["gpu-02"].error == "TypeError: render() got an unexpected argument"
+    assert run["gpu-02"].execute_commands == []
+    assert run["gpu-01"].status == "ok" and run["gpu-01"].execute_commands == ["configure-base"]
+    assert "Traceback" not in capfd.readouterr().err  # gevent must not print it
