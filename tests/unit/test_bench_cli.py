@@ -1,0 +1,62 @@
+"""`gpuctl bench` through click's CliRunner (no nodes here: the honest could-not-run path)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuctl.cli.main import main
+
+ROOT = Path(__file__).parents[2]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again on exit: nothing listens there
+
+
+@pytest.fixture()
+def dead_inventory(tmp_path: Path) -> Path:
+    text = (ROOT / "inventories" / "lab.yaml").read_text()
+    import yaml
+
+    data = yaml.safe_load(text)
+    data["ssh"] = {"user": "root", "known_hosts": str(tmp_path / "known_hosts"), "connect_timeout_s": 3}
+    for node in data["nodes"]:
+        node["ssh_port"] = _closed_port()
+    data.pop("lab", None)
+    path = tmp_path / "inv.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_unreachable_nodes_exit_3_with_json(dead_inventory: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path / "runs"))
+    r = CliRunner().invoke(main, ["bench", str(dead_inventory), "--json"])
+    assert r.exit_code == 3, r.output
+    out = json.loads(r.output)
+    assert set(out["hosts"]) == {"gpu-01", "gpu-02"} and out["status"] == "error"
+    for host in out["hosts"].values():
+        assert host["status"] == "error"
+        assert host["results"][0]["check"] == "connect" and "could not run" in host["results"][0]["message"]
+    run = tmp_path / "runs" / out["run_id"]
+    assert json.loads((run / "run.json").read_text())["status"] == "error"
+    assert (run / "stages" / "bench.json").is_file()
+
+
+def test_limit_selecting_nothing_is_input_error(dead_inventory: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path / "runs"))
+    r = CliRunner().invoke(main, ["bench", str(dead_inventory), "--limit", "nope-*"])
+    assert r.exit_code == 2 and "no node" in r.output
+
+
+def test_unknown_suite_is_usage_error(dead_inventory: Path) -> None:
+    r = CliRunner().invoke(main, ["bench", str(dead_inventory), "--suite", "huge"])
+    assert r.exit_code == 2
