@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from gpuctl.checks import HostStatus, VerifyResult, run_verify
@@ -52,17 +53,17 @@ def print_result(result: VerifyResult) -> None:
     if failed:
         out.print(f"\n[bold]{len(failed)} failed check(s)[/bold]")
     for n, c in failed:
-        out.print(f"[red]FAIL[/red] {n} [bold]{c.check}[/bold]: {c.message}")
-        out.print(f"     expected: {c.expected}\n     found:    {c.found}\n     remediation: {c.remediation}")
+        out.print(f"[red]FAIL[/red] {n} [bold]{escape(c.check)}[/bold]: {escape(c.message)}")
+        out.print(escape(f"     expected: {c.expected}\n     found:    {c.found}\n     remediation: {c.remediation}"))
     for name, h in sorted(result.hosts.items()):
         if h.unreachable_reason:
-            out.print(f"[red]UNREACHABLE[/red] {name}: {h.unreachable_reason}")
+            out.print(f"[red]UNREACHABLE[/red] {name}: {escape(h.unreachable_reason)}")
             continue
         errors = h.errors
         if errors:
             shown = errors[:10]
             for c in shown:
-                out.print(f"[yellow]COULD NOT RUN[/yellow] {name} {c.check}: {c.message}")
+                out.print(f"[yellow]COULD NOT RUN[/yellow] {name} {escape(c.check)}: {escape(c.message)}")
             if len(errors) > len(shown):
                 out.print(f"[yellow]… and {len(errors) - len(shown)} more checks on {name} could not run[/yellow]")
     out.print(f"verify: [bold]{result.status.value}[/bold] in {result.duration_s:.1f} s — run record {result.run_id}")
