@@ -22,8 +22,8 @@ from gpuctl.report.render import render
 
 
 def _unit_helpers() -> ModuleType:
-    """The fixture-run builders of tests/unit/test_report_render.py (same file name, so by path)."""
-    path = Path(__file__).parents[1] / "unit" / "test_report_render.py"
+    """The fixture-run builders of tests/unit/test_report_build.py (loaded by path)."""
+    path = Path(__file__).parents[1] / "unit" / "test_report_build.py"
     spec = importlib.util.spec_from_file_location("gpuctl_report_unit_helpers", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -1,7 +1,7 @@
 """The acceptance report: which runs it gathers, the chart, and golden Markdown/JSON per case.
 
 Golden files live in tests/data/report/golden/; regenerate them after an intended change
-with `GPUCTL_UPDATE_GOLDEN=1 pytest tests/unit/test_report_render.py` and review the diff.
+with `GPUCTL_UPDATE_GOLDEN=1 pytest tests/unit/test_report_build.py` and review the diff.
 Times are fixed in the fixture runs and the report's own time is passed in; the gpuctl
 version is normalised to <version>.
 """
