@@ -177,6 +177,7 @@ class Probe:
     def file_paths(self) -> list[str]:
         s = self.spec
         paths = list(STATIC_FILES) + [sysctl_path(k) for k in s.sysctl] + [s.repo.keyring_path]
+        paths += [f"/sys/class/net/{p.interface}/speed" for p in s.fabric.ports]
         return list(dict.fromkeys(paths))
 
     def files(self) -> tuple[dict[str, str], dict[str, str]]:
@@ -293,10 +294,11 @@ class Probe:
         return self.parsed("boot", lambda: parse_boot(self.output("boot", BOOT_SCRIPT).stdout.splitlines()))
 
     def kernel_log(self) -> XidResult:
-        """The kernel log of the current boot: `journalctl -k -b`, or `dmesg` without journald."""
+        """The kernel ring buffer (`dmesg`): this boot's messages until an operator clears
+        them with `dmesg --clear` after handling a fault; `journalctl -k -b` where dmesg
+        is not readable."""
         def build() -> XidResult:
-            out = self.output("kernel-log", "if command -v journalctl >/dev/null 2>&1; then "
-                                            "journalctl -k -b --no-pager -q -o short-monotonic; else dmesg; fi")
+            out = self.output("kernel-log", "dmesg 2>/dev/null || journalctl -k -b --no-pager -q -o short-monotonic")
             return parse_xid_log(out.stdout if out.stdout.strip() else "(empty kernel log)\n")
         return self.parsed("kernel_log", build)
 

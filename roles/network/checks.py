@@ -3,7 +3,8 @@ and RoCE GIDs, VLANs up with their addresses, and the kernel modules the fabric 
 
 Port state comes from `rdma -j link` (the kernel's view, the same for mlx5 and Soft-RoCE),
 link layer from `ibv_devinfo`, rate from `ibstat`. A Soft-RoCE device (rdma_rxe) has no
-line rate of its own, so the SKU's rate is reported as not applicable there, never passed.
+line rate of its own: its Ethernet netdev's speed is judged instead, and where the netdev
+reports none the rate is "not applicable: soft-roce device", never passed.
 """
 
 from __future__ import annotations
@@ -71,12 +72,22 @@ def test_fabric_link_layer(host, spec, probe, item):
 @for_each(hca_items)
 def test_fabric_port_rate(host, spec, probe, item):
     want = spec.fabric.rate_gbps
-    if spec.fabric.soft_roce:
-        netdev = next((link.netdev for link in probe.rdma_links().values() if link.device == item), None)
-        pytest.skip(f"not applicable: soft-roce device ({item} over {netdev or 'its netdev'} has no line rate; "
-                    f"the SKU's {want} Gb/s applies to a hardware port)")
     if want is None:
         pytest.skip("not applicable: the inventory names no fabric rate")
+    if spec.fabric.soft_roce:
+        # Soft-RoCE has no line rate of its own (rdma_rxe reports a fixed IB rate): the rate
+        # it runs at is its Ethernet netdev's, so that is what is judged.
+        netdev = _port(spec, item).interface
+        text = probe.file(f"/sys/class/net/{netdev}/speed")
+        mbps = int(text.strip()) if text and text.strip().lstrip("-").isdigit() else -1
+        if mbps <= 0:
+            pytest.skip(f"not applicable: soft-roce device ({item} over {netdev}, whose speed is unknown; the "
+                        f"SKU's {want} Gb/s applies to a hardware port)")
+        gbps = mbps / 1000
+        expect(gbps >= want, f"{item}: soft-roce over {netdev} at {gbps:g} Gb/s, expected {want} Gb/s",
+               expected=f"{want} Gb/s", found=f"{netdev} {gbps:g} Gb/s (netdev speed)",
+               remediation=Remediation.RESEAT_OR_REPLACE)
+        return
     ports = [p for p in probe.ibstat().ports if p.ca == item]
     if not ports:
         raise CouldNotRun(f"ibstat lists no {item}; see {ROLE}.fabric_port_state[{item}]")

@@ -225,14 +225,14 @@ def test_proc_driver_version_is_read_when_sys_module_has_none():
 
 
 def test_fatal_xid_in_the_kernel_log_fails_naming_the_gpu(h100):
-    p = probe(h100, {"journalctl -k": fixture("xid/dmesg-xid79-xid13-synthetic.txt")})
+    p = probe(h100, {"dmesg": fixture("xid/dmesg-xid79-xid13-synthetic.txt")})
     f = failure(drv.test_no_fatal_xid, h100, p)
     assert "Xid 79 on 0000:18:00" in f.found and "Xid 13" not in f.found
     assert f.remediation is Remediation.RESEAT_OR_REPLACE
 
 
 def test_clean_kernel_log_passes(h100):
-    drv.test_no_fatal_xid(None, h100, probe(h100, {"journalctl -k": fixture("xid/dmesg-clean-synthetic.txt")}))
+    drv.test_no_fatal_xid(None, h100, probe(h100, {"dmesg": fixture("xid/dmesg-clean-synthetic.txt")}))
 
 
 def test_nvidia_smi_missing_is_could_not_run_not_a_failure(h100):

@@ -194,9 +194,18 @@ def test_healthy_soft_roce_fabric_and_vlan_pass():
     net.test_vlan_address(None, LAB, p, "eth1.100")
 
 
-def test_soft_roce_rate_is_not_applicable_rather_than_passed():
-    with pytest.raises(pytest.skip.Exception, match="not applicable: soft-roce device"):
-        role("network").test_fabric_port_rate(None, LAB, net_probe(), "rxe0")
+def test_soft_roce_rate_is_the_netdev_speed_or_not_applicable():
+    net = role("network")
+    speed = "/sys/class/net/eth1/speed"
+    p = probe(LAB, {"/proc/modules": bundle({speed: "400000\n"})})
+    net.test_fabric_port_rate(None, LAB, p, "rxe0")
+    p = probe(LAB, {"/proc/modules": bundle({speed: "200000\n"})})
+    f = failure(net.test_fabric_port_rate, LAB, p, "rxe0")
+    assert (f.expected, f.found) == ("400 Gb/s", "eth1 200 Gb/s (netdev speed)")
+    for unknown in ("-1\n", None):
+        p = probe(LAB, {"/proc/modules": bundle({speed: unknown} if unknown else {"/proc/meminfo": ""})})
+        with pytest.raises(pytest.skip.Exception, match="not applicable: soft-roce device"):
+            net.test_fabric_port_rate(None, LAB, p, "rxe0")
 
 
 def test_port_down_fails_naming_the_port():
