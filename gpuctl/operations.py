@@ -24,6 +24,7 @@ from io import StringIO
 import jinja2
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, FunctionCommand, operation
+from pyinfra.api.operation import OperationMeta
 
 from gpuctl.facts.packages import PackageSnapshot, normalize_evr
 from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
@@ -355,3 +356,13 @@ def role_knobs(role: str) -> dict[str, object]:
             override = yaml.safe_load(extra[key])
         out[key] = value if override is None else override
     return out
+
+
+# ------------------------------------------------------------------ role helper
+
+def install_and_hold(label: str, packages: Sequence[Package], snapshot: PackageSnapshot) -> OperationMeta:
+    """The common pair: install `packages` at their pins, then hold them.
+    Returns the install operation's meta (for `_if=install.did_change`)."""
+    installed = install_packages(name=f"Install {label}", packages=list(packages), snapshot=snapshot, label=label)
+    hold_packages(name=f"Hold {label}", packages=list(packages), snapshot=snapshot)
+    return installed

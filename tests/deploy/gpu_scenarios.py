@@ -78,3 +78,23 @@ def pins_in(commands: list[str], verb: str = "apt-get install") -> list[str]:
             out += [w.strip("'") for w in c.split() if "=" in w and not w.startswith("-")
                     and not w.startswith("DEBIAN_FRONTEND") and "Dpkg::" not in w]
     return out
+
+
+def role_deploy(name: str) -> Any:
+    from gpuctl.runner.roles import load_role
+
+    return load_role(name).install
+
+
+def run_role(fake: Any, role: str, specs: list[Any], scenario: str, node: str = "gpu-01", options: Any = None,
+             **overrides: Any) -> Any:
+    """Run one role on @fake hosts answering from data/<scenario>/; return `node`'s FakeHost."""
+    return fake.run(role_deploy(role), specs, responses=responses(scenario, **overrides), options=options)[node]
+
+
+def rerun_converged(fake: Any, role: str, specs: list[Any], first: Any, scenario: str = "ubuntu2204-converged",
+                    extra_files: list[str] | None = None, **overrides: Any) -> Any:
+    """Run `role` again on a host holding the packages/services of `scenario` and the files
+    the `first` run wrote."""
+    files = converged_files(first) + list(extra_files or [])
+    return run_role(fake, role, specs, scenario, files=files, **overrides)

@@ -1,0 +1,16 @@
+"""cudnn: cuDNN packages pinned and held."""
+
+from __future__ import annotations
+
+from pyinfra.api import deploy
+
+from gpuctl.deploy_context import node_spec
+from gpuctl.facts.packages import read_packages
+from gpuctl.operations import install_and_hold
+
+
+@deploy("cudnn")
+def install() -> None:
+    spec = node_spec()
+    comp = spec.components["cudnn"]
+    install_and_hold(f"cuDNN {comp.version}", comp.packages, read_packages(spec.package_manager))

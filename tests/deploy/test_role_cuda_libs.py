@@ -1,0 +1,99 @@
+"""Deploy tier: roles cuda, cudnn, nccl, dcgm, ofed — pins, holds, services; converged = no change."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from gpu_scenarios import inventory, pins_in, rerun_converged, responses, run_role
+
+pytestmark = pytest.mark.deploy
+
+EXPECTED = {
+    ("cuda", "ubuntu2204"): ["cuda-toolkit-13-0=13.0.2-1"],
+    ("cudnn", "ubuntu2204"): ["libcudnn9-cuda-13=9.17.0.29-1", "libcudnn9-dev-cuda-13=9.17.0.29-1"],
+    ("nccl", "ubuntu2204"): ["libnccl2=2.27.7-1+cuda13.0", "libnccl-dev=2.27.7-1+cuda13.0"],
+    ("dcgm", "ubuntu2204"): ["datacenter-gpu-manager-4-cuda13=1:4.5.2-1", "datacenter-gpu-manager-4-core=1:4.5.2-1"],
+    ("ofed", "ubuntu2204"): ["doca-ofed=3.2.1-1"],
+    ("cuda", "debian12"): ["cuda-toolkit-13-0=13.0.2-1"],
+    ("nccl", "debian12"): ["libnccl2=2.27.7-1+cuda13.0", "libnccl-dev=2.27.7-1+cuda13.0"],
+    ("dcgm", "debian12"): ["datacenter-gpu-manager-4-cuda13=1:4.5.2-1", "datacenter-gpu-manager-4-core=1:4.5.2-1"],
+}
+SCENARIO = {"ubuntu2204": "ubuntu2204-fresh", "debian12": "debian12-fresh", "rhel9": "rocky9-fresh"}
+
+
+@pytest.mark.parametrize(("role", "fam"), sorted(EXPECTED))
+def test_fresh_apt_pins_and_holds(fake, tmp_path, role, fam):
+    specs = fake.specs(inventory(tmp_path, fam), limit=["gpu-01"])
+    h = run_role(fake, role, specs, SCENARIO[fam])
+    assert h.status == "ok", h.error
+    assert pins_in(h.execute_commands) == EXPECTED[(role, fam)]
+    names = [p.split("=")[0] for p in EXPECTED[(role, fam)]]
+    assert "apt-mark hold " + " ".join(names) in h.execute_commands
+
+
+@pytest.mark.parametrize(("role", "nevras", "locks"), [
+    ("cuda", ["cuda-toolkit-13-0-13.0.2-1"], ["cuda-toolkit-13-0-0:13.0.2-1"]),
+    ("nccl", ["libnccl-2.27.7-1+cuda13.0", "libnccl-devel-2.27.7-1+cuda13.0"],
+     ["libnccl-0:2.27.7-1+cuda13.0", "libnccl-devel-0:2.27.7-1+cuda13.0"]),
+    ("dcgm", ["datacenter-gpu-manager-4-cuda13-1:4.5.2-1", "datacenter-gpu-manager-4-core-1:4.5.2-1"],
+     ["datacenter-gpu-manager-4-cuda13-1:4.5.2-1", "datacenter-gpu-manager-4-core-1:4.5.2-1"]),
+])
+def test_fresh_rocky9_dnf_and_versionlock(fake, tmp_path, role, nevras, locks):
+    specs = fake.specs(inventory(tmp_path, "rhel9"), limit=["gpu-01"])
+    h = run_role(fake, role, specs, "rocky9-fresh")
+    assert h.status == "ok", h.error
+    assert h.execute_commands[:2] == ["dnf install -y --disableplugin=versionlock " + " ".join(nevras),
+                                      "dnf versionlock add " + " ".join(locks)]
+
+
+@pytest.mark.parametrize("role", ["cuda", "cudnn", "nccl", "dcgm", "ofed"])
+def test_converged_no_change(fake, tmp_path, role):
+    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
+    first = run_role(fake, role, specs, "ubuntu2204-fresh")
+    h = rerun_converged(fake, role, specs, first)
+    assert h.status == "ok", h.error
+    assert h.changed_ops == [] and h.execute_commands == []
+
+
+def test_cuda_profile(fake, tmp_path):
+    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
+    h = run_role(fake, "cuda", specs, "ubuntu2204-fresh")
+    prof = h.files["/etc/profile.d/gpuctl-cuda.sh"]
+    assert "export CUDA_HOME=/usr/local/cuda-13.0" in prof
+    assert 'export PATH="/usr/local/cuda-13.0/bin:$PATH"' in prof
+    assert "/usr/local/cuda-13.0/lib64" in prof
+
+
+def test_dcgm_service_started_not_restarted_on_fresh(fake, tmp_path):
+    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
+    h = run_role(fake, "dcgm", specs, "ubuntu2204-fresh")
+    assert "systemctl enable --now nvidia-dcgm" in h.execute_commands
+    assert "systemctl restart nvidia-dcgm" not in h.execute_commands
+
+
+def test_dcgm_upgrade_restarts_running_service(fake, tmp_path):
+    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
+    old = [line.replace("\t1:4.5.2-1\t", "\t1:4.4.1-1\t") for line in
+           responses("ubuntu2204-converged")[": gpuctl-fact packages;"]]
+    h = run_role(fake, "dcgm", specs, "ubuntu2204-converged", packages=old)
+    assert pins_in(h.execute_commands) == ["datacenter-gpu-manager-4-cuda13=1:4.5.2-1",
+                                           "datacenter-gpu-manager-4-core=1:4.5.2-1"]
+    assert h.execute_commands[-1] == "systemctl restart nvidia-dcgm"
+    assert not any("apt-mark" in c for c in h.execute_commands)
+
+
+def test_ofed_matching_install_is_skipped_and_reported(fake, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
+    h = run_role(fake, "ofed", specs, "ubuntu2204-converged")
+    assert h.execute_commands == []
+    assert "DOCA-OFED 3.2.1 already installed; install skipped" in caplog.text
+
+
+def test_ofed_not_without_fabric(fake, tmp_path):
+    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
+    off = specs[0].components["ofed"].model_copy(update={"enabled": False, "reason": "no fabric in the inventory"})
+    specs = [specs[0].model_copy(update={"components": {**specs[0].components, "ofed": off}})]
+    h = run_role(fake, "ofed", specs[:1], "ubuntu2204-fresh", node=specs[0].node)
+    assert h.ops == [] and h.commands == []
