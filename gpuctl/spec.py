@@ -145,6 +145,7 @@ class NodeSpec(_Spec):
     address: str
     ssh_port: int
     ssh_user: str
+    management_interface: str | None  # never reconfigured by any role
     os: str
     os_family: str
     package_manager: Literal["apt", "dnf"]
@@ -361,6 +362,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
     return NodeSpec(
         cluster=inv.cluster.name, node=node.name, address=node.address,
         ssh_port=node.ssh_port or inv.ssh.port, ssh_user=inv.ssh.user,
+        management_interface=inv.management.interface,
         os=inv.cluster.os, os_family=fam, package_manager="dnf" if fam == "rhel9" else "apt",
         sku=sku.name, matrix=matrix.name, driver_version=matrix.driver.version,
         driver_branch=matrix.driver.branch, driver_flavour=matrix.driver.flavour,
