@@ -161,6 +161,10 @@ class VerifyResult:
     def all_checks(self) -> list[CheckResult]:
         return [c for h in self.hosts.values() for c in h.checks]
 
+    def to_json(self) -> dict[str, Any]:
+        """The runner's hook name for `as_dict` (gpuctl provision records it)."""
+        return self.as_dict()
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "status": self.status.value,
