@@ -206,6 +206,7 @@ def execute(req: RunRequest, *, dry: bool, console: Console, confirm: ConfirmFn 
     command = "plan" if dry else "provision"
     prepared = validate(req, dry=dry)
     raise_nofile_limit(len(prepared.targets))
+    _ensure_known_hosts(prepared.targets)
     record = RunRecord.create(command, prepared.loaded.path, prepared.loaded.matrix.path, root=record_root)
     deploy = load_provision_deploy()
     started = time.monotonic()
@@ -263,6 +264,15 @@ def execute(req: RunRequest, *, dry: bool, console: Console, confirm: ConfirmFn 
         status = "ok" if int(summary.exit_code()) == 0 else "failed"
     record.finish(status)
     return summary
+
+
+def _ensure_known_hosts(targets: Sequence[Target]) -> None:
+    """Create the inventory's known_hosts file (empty) so accept-new can record keys in it."""
+    for path in {t.data.get("ssh_known_hosts_file") for t in targets} - {None}:
+        p = Path(path)
+        if not p.exists():
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.touch(mode=0o600)
 
 
 def _errors_by_node(engine: Engine) -> dict[str, str]:
