@@ -189,6 +189,7 @@ def _run_verify(prepared: Prepared, record: RunRecord, req: RunRequest, console:
     candidates: dict[str, Any] = {
         "loaded": prepared.loaded, "specs": prepared.specs, "record": record, "limit": tuple(req.limit),
         "inventory_path": req.inventory, "console": console, "as_json": req.as_json,
+        "roles": tuple(c.name for c in prepared.roles if c.runs), "parallel": req.parallel or None,
     }
     params = inspect.signature(run_verify).parameters
     result = run_verify(**{k: v for k, v in candidates.items() if k in params})

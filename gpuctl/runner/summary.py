@@ -38,7 +38,10 @@ class RunSummary:
         return [n for n, h in self.hosts.items() if h.status != "unreachable"]
 
     def exit_code(self) -> ExitCode:
-        return exit_code_for(self.hosts.values())
+        code = exit_code_for(self.hosts.values())
+        if code == ExitCode.OK and self.verify is not None and self.verify.get("status") not in ("pass", None):
+            return ExitCode.CHECKS_FAILED  # provisioned, but verification failed or could not run
+        return code
 
     def host_json(self, h: HostResult) -> dict[str, Any]:
         d: dict[str, Any] = {

@@ -140,3 +140,12 @@ def test_cli_import_does_not_import_the_runner() -> None:
             "print(','.join(m for m in ('gpuctl.runner.engine', 'gpuctl.runner.run') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_failed_verification_fails_provision() -> None:
+    s = RunSummary("provision", {"a": _host("a", ops=("changed",))})
+    assert s.exit_code() == ExitCode.OK
+    s.verify = {"status": "fail"}
+    assert s.exit_code() == ExitCode.CHECKS_FAILED
+    s.verify = {"status": "pass"}
+    assert s.exit_code() == ExitCode.OK and s.to_json()["verify"] == {"status": "pass"}
