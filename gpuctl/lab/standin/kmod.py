@@ -176,7 +176,7 @@ def build_modules(
             return wanted
         start = time.monotonic()
         gcc = _chroot(root, ["gcc", "-v"], timeout=60)
-        gcc_line = next((ln for ln in reversed(gcc.stderr.splitlines()) if ln.startswith("gcc version")),
+        gcc_line = next((ln.strip() for ln in reversed(gcc.stderr.splitlines()) if ln.startswith("gcc version")),
                         "gcc version unknown")
         build_date = time.strftime("%a %b %e %H:%M:%S UTC %Y", time.gmtime())
         (root / "tmp").mkdir(exist_ok=True)
