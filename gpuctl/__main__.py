@@ -1,5 +1,5 @@
 """`python -m gpuctl` runs the CLI."""
 
-from gpuctl.cli.main import main
+from gpuctl.cli.entry import run
 
-main()
+run()
