@@ -56,6 +56,9 @@ def expected_lab_ids(spec) -> set[str]:
             "network.fabric_link_layer[rxe0]", "network.fabric_port_rate[rxe0]", "network.fabric_address[eth1]",
             "network.roce_gid[rxe0]", "network.vlan_up[eth1.100]", "network.vlan_address[eth1.100]"}
     ids |= {f"nvme_raid.raid_member[slot{i}]" for i in range(4)} | {"nvme_raid.raid_state", "nvme_raid.raid_mounted"}
+    ids |= {f"bench_tools.tool_installed[{t}]" for t in ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
+                                                          "mpirun", "ib_write_bw", "ib_write_lat", "fio",
+                                                          "gpuctl-bwprobe")}
     return ids
 
 

@@ -292,3 +292,14 @@ def test_absent_array_fails_and_missing_mdadm_could_not_run():
 def test_raid_not_mounted_fails():
     p = probe(LAB, {"/proc/modules": bundle({"/proc/mounts": "/dev/vda / ext4 rw 0 0\n"})})
     assert failure(role("nvme_raid").test_raid_mounted, LAB, p).found == "not mounted"
+
+
+def test_bench_tools_present_and_missing():
+    bench = role("bench_tools")
+    items = bench.tool_items(LAB)
+    assert {"all_reduce_perf", "ib_write_bw", "fio", "gpuctl-bwprobe"} <= set(items)
+    listing = "".join(f"{t}\t/usr/bin/{t}\n" for t in items if t != "fio") + "fio\t\n"
+    p = probe(LAB, {"command -v": listing})
+    bench.test_tool_installed(None, LAB, p, "all_reduce_perf")
+    f = failure(bench.test_tool_installed, LAB, p, "fio")
+    assert (f.expected, f.found) == ("fio on the PATH", "not found")

@@ -1,0 +1,38 @@
+"""Checks of the bench_tools role: every program `gpuctl bench` runs is on the PATH
+(the acceptance suite's nccl-tests, perftest on a fabric, fio, MPI, the bandwidth probe)."""
+
+from __future__ import annotations
+
+import shlex
+
+from gpuctl.bench.suites import SUITES
+from gpuctl.checks.api import Remediation, expect, for_each
+
+ROLE = "bench_tools"
+
+
+def tool_items(spec) -> list[str]:
+    suite = SUITES["acceptance"]
+    tools = list(suite.nccl_tests)
+    if suite.multi_node:
+        tools.append("mpirun")
+    if suite.ib and spec.fabric.type != "none":
+        tools += ["ib_write_bw", "ib_write_lat"]
+    if suite.fio:
+        tools.append("fio")
+    if suite.bwprobe:
+        tools.append("gpuctl-bwprobe")
+    return tools
+
+
+def _paths(spec, probe) -> dict[str, str]:
+    names = " ".join(shlex.quote(t) for t in tool_items(spec))
+    out = probe.output("bench-tools", f'for t in {names}; do printf "%s\\t%s\\n" "$t" "$(command -v "$t")"; done')
+    return dict(line.split("\t", 1) for line in out.stdout.splitlines() if "\t" in line)
+
+
+@for_each(tool_items)
+def test_tool_installed(host, spec, probe, item):
+    path = _paths(spec, probe).get(item, "")
+    expect(bool(path), f"{item} is not on the PATH (gpuctl bench needs it)", expected=f"{item} on the PATH",
+           found="not found", remediation=Remediation.RECONFIGURE)
