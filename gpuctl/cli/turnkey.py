@@ -1,0 +1,65 @@
+"""`gpuctl turnkey`: the provider's whole delivery, order → rack → install → hand over."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.table import Table
+
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.errors import ExitCode
+from gpuctl.turnkey import run_turnkey
+from gpuctl.turnkey_stages import default_stages
+
+_STYLE = {"pass": "green", "fail": "bold red", "skipped": "dim", "running": "cyan"}
+
+
+@click.command("turnkey", epilog=EXIT_CODES_HELP)
+@click.argument("inventory", type=click.Path(dir_okay=False))
+@click.option("--resume", "resume", metavar="RUN", help="Continue a turnkey run (its id or folder).")
+@click.option("--suite", type=click.Choice(["quick", "acceptance"]), default="acceptance", show_default=True,
+              help="Benchmark suite for the bench stage.")
+@click.option("--allow-wipe", is_flag=True, help="Let the RAID step wipe the devices listed under storage.raid.wipe.")
+@click.option("--max-unavailable", type=int, default=None, help="Nodes rebooting at once (default 10 %, >= 1).")
+@click.option("--strict-host-keys", is_flag=True, help="Require known host keys.")
+@limit_option
+@json_option
+@handle_errors
+def turnkey(inventory: str, resume: str | None, suite: str, allow_wipe: bool, max_unavailable: int | None,
+            strict_host_keys: bool, limit: tuple[str, ...], as_json: bool) -> None:
+    """Preflight → provision → verify → bench → handover, each stage recorded in one run
+    folder. On a failure it stops and prints how to resume; a resume skips the stages that
+    passed unless the inventory or the matrix changed."""
+    out = console(stderr=as_json)
+
+    def on_stage(name: str, status: str) -> None:
+        out.print(f"[{_STYLE.get(status, 'white')}]{name}: {status}[/]")
+
+    result = run_turnkey(
+        inventory, default_stages(), resume=resume, limit=limit, on_stage=on_stage,
+        options={"allow_wipe": allow_wipe, "max_unavailable": max_unavailable, "suite": suite,
+                 "strict_host_keys": strict_host_keys},
+    )
+    if as_json:
+        emit_json({"status": "pass" if result.ok else "fail", "run": str(result.record.path),
+                   "failed_stage": result.failed_stage, "stages": result.stages,
+                   "resume": None if result.ok else result.resume_hint(inventory)})
+    else:
+        table = Table("stage", "status", "seconds", "detail", title=f"turnkey {result.record.id}")
+        for name, st in result.stages.items():
+            table.add_row(name, f"[{_STYLE.get(st['status'], 'white')}]{st['status']}[/]",
+                          str(st.get("seconds", "")), st.get("detail", ""))
+        out.print(table)
+        if result.ok:
+            bundle = result.record.meta().get("bundle")
+            out.print(f"[green]delivered[/]: run {result.record.path}" + (f", bundle {bundle}" if bundle else ""))
+        else:
+            out.print(f"[bold red]stopped at {result.failed_stage}[/]; fix the cause, then resume with:\n"
+                      f"  {result.resume_hint(inventory)}")
+    if not result.ok:
+        sys.exit(int(ExitCode.CHECKS_FAILED))
+
+
+def register(main: click.Group) -> None:
+    main.add_command(turnkey)

@@ -1,0 +1,116 @@
+"""The real implementations of the turnkey stages, wired to the stage APIs.
+
+Kept apart from `gpuctl.turnkey` (the resumable orchestration) so the orchestration is
+tested with stand-in stage functions and the stages are the product's own commands:
+preflight (`gpuctl.preflight`), provision (`gpuctl.runner.run.execute`, its run nested
+under the turnkey run), verify (`gpuctl.checks.run_verify`), bench (`gpuctl.bench.run`,
+acceptance suite), handover (the `handover` role, then lock file and delivery bundle).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+
+from gpuctl.turnkey import STAGES, StageFn, StageOutcome, TurnkeyContext
+
+log = logging.getLogger(__name__)
+
+
+def _first(items: list[str], n: int = 4) -> str:
+    more = f" (+{len(items) - n} more)" if len(items) > n else ""
+    return "; ".join(items[:n]) + more
+
+
+def preflight_stage(ctx: TurnkeyContext) -> StageOutcome:
+    from gpuctl.preflight import run_preflight
+
+    result = run_preflight(ctx.loaded, ctx.specs, ctx.record)
+    problems = [v.message for vs in result.verdicts.values() for v in vs if v.status.value in ("fail", "error")]
+    if result.failed:
+        return StageOutcome("fail", f"hardware found ≠ hardware ordered: {_first(problems)}")
+    return StageOutcome("pass", f"{len(result.verdicts)} node(s) match the order")
+
+
+def _provision(ctx: TurnkeyContext, only: tuple[str, ...] = (), verify: bool = False) -> tuple[int, dict[str, Any]]:
+    from gpuctl.runner.bootstrap import ensure_patched
+
+    ensure_patched()
+    from gpuctl.runner.run import RunRequest, execute
+
+    req = RunRequest(
+        inventory=ctx.loaded.path, limit=tuple(s.node for s in ctx.specs), only=only,
+        allow_wipe=bool(ctx.options.get("allow_wipe")), max_unavailable=ctx.options.get("max_unavailable"),
+        strict_host_keys=bool(ctx.options.get("strict_host_keys")), as_json=True, verify=verify,
+    )
+    console = ctx.options.get("console") or Console(quiet=True)
+    summary = execute(req, dry=False, console=console, confirm=None, record_root=ctx.record.path / "runs")
+    return int(summary.exit_code()), summary.to_json()
+
+
+def provision_stage(ctx: TurnkeyContext) -> StageOutcome:
+    code, data = _provision(ctx)
+    hosts = data.get("hosts", {})
+    bad = [f"{n}: {h.get('error') or h.get('status')}" for n, h in hosts.items() if h.get("status") != "ok"]
+    if code != 0:
+        return StageOutcome("fail", f"provisioning failed on {len(bad)} node(s): {_first(bad)}", data)
+    changed = sum(int(h.get("changed", 0)) for h in hosts.values())
+    return StageOutcome("pass", f"{len(hosts)} node(s) provisioned, {changed} operation(s) changed", data)
+
+
+def verify_stage(ctx: TurnkeyContext) -> StageOutcome:
+    from gpuctl.checks import run_verify
+
+    result = run_verify(ctx.loaded, ctx.specs, ctx.record)
+    failed = [f"{c.host}: {c.message or c.check}" for c in result.all_checks
+              if c.status.value in ("fail", "error")]
+    if result.status.value != "pass":
+        return StageOutcome("fail", f"verification {result.status.value}: {_first(failed)}")
+    return StageOutcome("pass", f"{len(result.all_checks)} check(s) passed on {len(result.hosts)} node(s)")
+
+
+def bench_stage(ctx: TurnkeyContext) -> StageOutcome:
+    from gpuctl.bench import suites
+    from gpuctl.bench.run import run_bench
+
+    suite = suites.SUITES[str(ctx.options.get("suite", "acceptance"))]
+    data = run_bench(ctx.loaded, ctx.specs, suite, ctx.record)
+    status = data.get("status", "fail")
+    failed = [f"{r.get('host') or 'cluster'}: {r.get('message')}"
+              for h in [*data.get("hosts", {}).values(), data.get("cluster", {})]
+              for r in h.get("results", []) if r.get("status") in ("fail", "error")]
+    if status in ("fail", "error"):
+        return StageOutcome("fail", f"benchmarks {status}: {_first(failed)}")
+    return StageOutcome("pass", f"{suite.name} suite {status}")
+
+
+def handover_stage(ctx: TurnkeyContext) -> StageOutcome:
+    """Customer accounts (and provider key removal) through the handover role, then the
+    lock file and the delivery bundle."""
+    code, data = _provision(ctx, only=("handover",))
+    if code != 0:
+        bad = [f"{n}: {h.get('error')}" for n, h in data.get("hosts", {}).items() if h.get("status") != "ok"]
+        return StageOutcome("fail", f"handover failed: {_first(bad)}", data)
+    details: list[str] = []
+    try:
+        from gpuctl import bundle, lock
+    except ImportError as exc:  # pragma: no cover - both ship with gpuctl
+        return StageOutcome("fail", f"handover: {exc}")
+    lock_path = lock.write_lock(ctx.loaded, ctx.specs, ctx.record)
+    details.append(f"lock {lock_path}")
+    archive = bundle.build_bundle(ctx.record, lock_path=lock_path)
+    details.append(f"bundle {archive}")
+    ctx.record.update_meta(bundle=str(archive))
+    return StageOutcome("pass", ", ".join(details), {"bundle": str(archive), "lock": str(lock_path)})
+
+
+def default_stages() -> dict[str, StageFn]:
+    fns: dict[str, Callable[[TurnkeyContext], StageOutcome]] = {
+        "preflight": preflight_stage, "provision": provision_stage, "verify": verify_stage,
+        "bench": bench_stage, "handover": handover_stage,
+    }
+    assert set(fns) == set(STAGES)
+    return fns
