@@ -41,5 +41,47 @@ def handover_cmd(inventory: str, limit: tuple[str, ...], as_json: bool) -> None:
     raise SystemExit(int(ExitCode.OK if out.ok else ExitCode.CHECKS_FAILED))
 
 
+
+
+@click.command("bundle", epilog=EXIT_CODES_HELP)
+@click.argument("inventory", type=click.Path(dir_okay=False))
+@click.option("--run", "runs", multiple=True, metavar="RUN",
+              help="Run record(s) to include (id, folder or latest-<command>); default: the latest "
+                   "preflight, provision, verify, bench, handover and lock runs.")
+@click.option("--out", "out", type=click.Path(), default="bundles", show_default=True,
+              help="The .tar.gz to write, or a folder to write it in.")
+@json_option
+@handle_errors
+def bundle_cmd(inventory: str, runs: tuple[str, ...], out: str, as_json: bool) -> None:
+    """Write the delivery bundle: acceptance report (HTML + JSON), lock file, run records,
+    MANIFEST.json and SHA256SUMS in one .tar.gz; secrets redacted, private keys left out."""
+    from gpuctl.bundle import make_bundle
+    from gpuctl.errors import InputError
+    from gpuctl.lock import lock_path
+
+    loaded = load_inventory(inventory)
+    refs = runs or tuple(f"latest-{c}" for c in ("preflight", "provision", "verify", "bench", "handover", "lock"))
+    records = []
+    for ref in refs:
+        try:
+            records.append(RunRecord.open(ref))
+        except InputError:
+            if runs:
+                raise
+    lock = lock_path(loaded.path)
+    res = make_bundle(records, out, lock_file=lock if lock.is_file() else None,
+                      cluster=loaded.inventory.cluster.name)
+    if as_json:
+        emit_json(res.as_dict())
+    else:
+        con = console()
+        con.print(f"bundle: {res.path} ({len(res.files)} files, report {res.report})", markup=False)
+        for e in res.excluded:
+            con.print(f"left out: {e['path']} ({e['reason']})", markup=False)
+        if not lock.is_file():
+            con.print(f"no lock file {lock}: run `gpuctl lock` to include one", markup=False)
+
+
 def register(main: click.Group) -> None:
     main.add_command(handover_cmd)
+    main.add_command(bundle_cmd)
