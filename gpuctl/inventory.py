@@ -70,6 +70,8 @@ class Repos(_Strict):
     mirror: str | None = Field(default=None, description="URL of the cluster's NVIDIA repository mirror")
     apt_proxy: str | None = Field(default=None, description="HTTP proxy/cache for the OS packages")
     offline: bool = False
+    cache_host: str | None = Field(default=None, description="node that runs the cluster's package cache "
+                                   "(apt-cacher-ng); the other nodes fetch through it")
     keyring_file: str | None = Field(default=None, description="signing key file name at the repo root")
     keyring_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
@@ -275,7 +277,10 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
         if endpoints[ep] > 1 and ep in seen_ep:
             err(("nodes", i, "address"), f"duplicate address {n.address} port {ep[1]} (already used by another node)")
         seen_ep.add(ep)
-        if not re.match(r"^[A-Za-z0-9.:-]+$", n.address):
+        if n.address == "@local":
+            if sum(1 for m in inv.nodes if m.address == "@local") > 1:
+                err(("nodes", i, "address"), "only one node can be @local (this machine)")
+        elif not re.match(r"^[A-Za-z0-9.:-]+$", n.address):
             err(("nodes", i, "address"), f"'{n.address}' is not a host name or IP address")
         elif inv.management.cidr is not None:
             try:
@@ -422,6 +427,11 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
             err(("storage", "lustre", "lnet"), f"'{lustre.lnet}' is not an LNet networks string like o2ib0(ib0)")
         if raid is not None and lustre.mount == raid.mount:
             err(("storage", "lustre", "mount"), f"same mount point as the RAID ({raid.mount})")
+
+    # package cache host
+    if inv.repos.cache_host is not None and inv.repos.cache_host not in names:
+        err(("repos", "cache_host"), f"'{inv.repos.cache_host}' is not a node of this inventory "
+                                     f"(nodes: {', '.join(n.name for n in inv.nodes)})")
 
     # thresholds
     for key in inv.thresholds:

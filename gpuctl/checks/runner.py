@@ -160,6 +160,8 @@ def run_verify(
     specs = list(specs)
     if not specs:
         raise InputError("no nodes to verify")
+    if len(specs) == 1 and specs[0].address == "@local":
+        connection = "local"  # the inventory names this machine (hardware tier)
     if connection == "local" and len(specs) != 1:
         raise InputError("the local connection verifies exactly one node; use --limit")
     files = check_files(roles)

@@ -95,8 +95,14 @@ def ssh_host_data(spec: NodeSpec, ssh: SshSettings) -> dict[str, Any]:
     return data
 
 
+LOCAL_ADDRESS = "@local"
+
+
 def ssh_targets(specs: Sequence[NodeSpec], ssh: SshSettings) -> list[Target]:
-    return [Target(name=s.node, spec=s, data=ssh_host_data(s, ssh)) for s in specs]
+    """One pyinfra host per node: SSH, or pyinfra's local connector for the node whose
+    address is `@local` (the machine gpuctl runs on — the hardware tier)."""
+    return [Target(name=LOCAL_ADDRESS, spec=s, data={}) if s.address == LOCAL_ADDRESS
+            else Target(name=s.node, spec=s, data=ssh_host_data(s, ssh)) for s in specs]
 
 
 def build_inventory(targets: Sequence[Target], options: RunOptions, gate: Any = None) -> Any:
