@@ -391,7 +391,12 @@ def check_before_touching(loaded: LoadedInventory) -> None:
 def resolve(loaded: LoadedInventory, limit: tuple[str, ...] | list[str] = ()) -> list[NodeSpec]:
     """NodeSpecs for the selected nodes, after the matrix rules pass."""
     check_before_touching(loaded)
-    return [resolve_node(loaded, n) for n in loaded.inventory.select(limit)]
+    specs = [resolve_node(loaded, n) for n in loaded.inventory.select(limit)]
+    if loaded.inventory.repos.cache_host is None:
+        return specs
+    from gpuctl.mirror import apply_cache  # repos.cache_host: nodes fetch through the cluster's cache
+
+    return apply_cache(loaded, specs)
 
 
 def address_in(cidr: str, address: str) -> bool:
