@@ -1,0 +1,71 @@
+"""Lab tier: lock → drift on real nodes, a hand change shows, a fresh node is rebuilt to the lock.
+
+Needs the QEMU lab (`lab` fixture) and a full provision of it (several minutes under TCG).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gpuctl import lock as lk
+from gpuctl.inventory import load_inventory
+from gpuctl.lab import nodes as lab_nodes
+from gpuctl.lab.ssh import ssh_run
+from gpuctl.runrecord import RunRecord
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def provisioned(lab, tmp_path_factory):
+    from gpuctl.runner.bootstrap import ensure_patched
+
+    ensure_patched()
+    from gpuctl.runner.run import RunRequest, execute
+
+    runs = tmp_path_factory.mktemp("runs")
+    inv = Path(lab.inventory_path)
+    summary = execute(RunRequest(inventory=inv, verify=False), dry=False, console=Console(file=io.StringIO()),
+                      record_root=runs)
+    assert int(summary.exit_code()) == 0, summary.to_json()
+    return load_inventory(inv), runs
+
+
+def test_lock_drift_and_a_hand_change(provisioned, lab, tmp_path):
+    loaded, runs = provisioned
+    lock_file = tmp_path / "lab.lock.yaml"
+    out = lk.lock(loaded, record=RunRecord.create("lock", root=runs), path=lock_file)
+    entry = out.lock.nodes["gpu-01"]
+    # read from the node: every enabled component's packages installed, held, at a version
+    versions = entry.package_versions()
+    assert versions and all(v is not None for v in versions.values()), versions
+    assert entry.kernel and entry.files.get("/etc/nccl.conf")
+    assert lk.drift(loaded, path=lock_file).clean
+    # a hand change on one node: nccl.conf edited and a package un-held
+    ssh_run("gpu-02", "echo NCCL_DEBUG=INFO >> /etc/nccl.conf && apt-mark unhold libnccl2", state=lab, check=True)
+    report = lk.drift(loaded, path=lock_file)
+    found = {(d.node, d.kind, d.key) for d in report.items}
+    assert ("gpu-02", "lock", "file /etc/nccl.conf") in found
+    assert ("gpu-02", "lock", "hold libnccl2") in found
+    assert {d.node for d in report.items if d.kind == "lock"} == {"gpu-02"}
+
+
+def test_rebuild_fresh_node_to_the_lock(provisioned, lab, tmp_path):
+    loaded, runs = provisioned
+    recreate = getattr(lab_nodes, "recreate_node", None) or getattr(lab_nodes, "reset_node", None)
+    if recreate is None:
+        pytest.skip("gpuctl.lab.nodes has no function that gives a node a fresh overlay (recreate_node)")
+    lock_file = tmp_path / "lab.lock.yaml"
+    lk.lock(loaded, record=RunRecord.create("lock", root=runs), path=lock_file)
+    recreate("gpu-02", state=lab)
+    before = lk.drift(loaded, path=lock_file)
+    assert any(d.node == "gpu-02" for d in before.items)  # the fresh node has nothing installed
+    out = lk.rebuild(loaded, "gpu-02", RunRecord.create("rebuild", root=runs), path=lock_file,
+                     verify=False, bench=None)
+    assert out.provision["status"] == "ok", out.provision
+    assert out.drift.clean, [d.message() for d in out.drift.items]
+    assert lk.drift(loaded, path=lock_file).clean
