@@ -219,6 +219,8 @@ class Inventory(_Strict):
     hardware: HardwareOverrides = HardwareOverrides()
     handover: Handover = Handover()
     preflight: PreflightSettings = PreflightSettings()
+    role_vars: dict[str, str | int | float | bool | list[str]] = Field(
+        default_factory=dict, description="overrides of roles/<role>/defaults.yaml knobs for this cluster")
     lab: dict[str, Any] | None = Field(default=None, description="written by `gpuctl lab up`")
 
     def select(self, limit: tuple[str, ...] | list[str] = ()) -> list[Node]:
@@ -442,6 +444,17 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
             hint = f"; did you mean '{near[0]}'?" if near else f"; known: {', '.join(THRESHOLD_NAMES)}"
             err(("thresholds", key), f"unknown threshold '{key}'{hint}")
 
+    # role knobs
+    if inv.role_vars:
+        import difflib
+
+        known = known_role_vars()
+        for key in inv.role_vars:
+            if key not in known:
+                near = difflib.get_close_matches(key, known, n=1)
+                hint = f"; did you mean '{near[0]}'?" if near else " (see roles/<role>/defaults.yaml)"
+                err(("role_vars", key), f"unknown role setting '{key}'{hint}")
+
     # CPU memory
     if sku is not None:
         floor = (inv.hardware.min_cpu_memory_gib or sku.min_cpu_memory_gib).value
@@ -452,6 +465,18 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
     if inv.preflight.min_free_root_gib is not None and not inv.preflight.source:
         err(("preflight",), "an override needs a source saying why")
     return out
+
+
+def known_role_vars() -> list[str]:
+    """Every knob of every role (the keys of roles/*/defaults.yaml)."""
+    import yaml
+
+    from gpuctl.paths import roles_dir
+
+    keys: list[str] = []
+    for path in sorted(roles_dir().glob("*/defaults.yaml")):
+        keys += list((yaml.safe_load(path.read_text()) or {}).keys())
+    return keys
 
 
 def validate_inventory_data(data: Any, smap: SourceMap, base_dir: Path) -> LoadedInventory:

@@ -343,7 +343,7 @@ def role_knobs(role: str) -> dict[str, object]:
     """
     import yaml
 
-    from gpuctl.deploy_context import run_options
+    from gpuctl.deploy_context import node_spec, run_options
     from gpuctl.paths import roles_dir
 
     path = roles_dir() / role / "defaults.yaml"
@@ -354,6 +354,8 @@ def role_knobs(role: str) -> dict[str, object]:
         override = host.data.get(key)
         if override is None and key in extra:
             override = yaml.safe_load(extra[key])
+        if override is None:
+            override = node_spec().role_vars.get(key)
         out[key] = value if override is None else override
     return out
 

@@ -169,6 +169,7 @@ class NodeSpec(_Spec):
     nccl_conf: dict[str, str]
     thresholds: dict[str, Threshold]
     roles: dict[str, str]  # role → "" when it runs here, else why it is skipped
+    role_vars: dict[str, Any] = {}  # inventory overrides of roles/<role>/defaults.yaml
 
     def pins(self, component: str) -> list[str]:
         c = self.components.get(component)
@@ -373,6 +374,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
                 "net.core.wmem_max": "134217728", "kernel.numa_balancing": "0"},
         repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
         nccl_conf=_nccl_conf(fabric, vlans, None), thresholds=thresholds, roles=roles,
+        role_vars=dict(inv.role_vars),
     )
 
 

@@ -122,3 +122,10 @@ def test_unreadable_and_non_mapping_files_are_input_errors(tmp_path: Path) -> No
     broken.write_text("cluster: {name: x\n")
     with pytest.raises(InputError, match=r"broken.yaml:\d+: not valid YAML"):
         load_inventory(broken)
+
+
+def test_role_vars_must_name_a_known_role_setting() -> None:
+    ok = H100 + "role_vars: {bench_tools_nccl_tests_package: nccl-tests}\n"
+    assert load_inventory_text(ok, "inv.yaml", base_dir=inventories_dir()).inventory.role_vars
+    problems = problems_of(H100 + "role_vars: {bench_tools_ncl_tests_package: x}\n")
+    assert any("did you mean 'bench_tools_nccl_tests_package'" in p for p in problems)
