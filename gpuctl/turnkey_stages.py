@@ -35,14 +35,14 @@ def preflight_stage(ctx: TurnkeyContext) -> StageOutcome:
     return StageOutcome("pass", f"{len(result.verdicts)} node(s) match the order")
 
 
-def _provision(ctx: TurnkeyContext, only: tuple[str, ...] = (), verify: bool = False) -> tuple[int, dict[str, Any]]:
+def _provision(ctx: TurnkeyContext, verify: bool = False) -> tuple[int, dict[str, Any]]:
     from gpuctl.runner.bootstrap import ensure_patched
 
     ensure_patched()
     from gpuctl.runner.run import RunRequest, execute
 
     req = RunRequest(
-        inventory=ctx.loaded.path, limit=tuple(s.node for s in ctx.specs), only=only,
+        inventory=ctx.loaded.path, limit=tuple(s.node for s in ctx.specs),
         allow_wipe=bool(ctx.options.get("allow_wipe")), max_unavailable=ctx.options.get("max_unavailable"),
         strict_host_keys=bool(ctx.options.get("strict_host_keys")), as_json=True, verify=verify,
     )
@@ -88,23 +88,27 @@ def bench_stage(ctx: TurnkeyContext) -> StageOutcome:
 
 
 def handover_stage(ctx: TurnkeyContext) -> StageOutcome:
-    """Customer accounts (and provider key removal) through the handover role, then the
-    lock file and the delivery bundle."""
-    code, data = _provision(ctx, only=("handover",))
-    if code != 0:
-        bad = [f"{n}: {h.get('error')}" for n, h in data.get("hosts", {}).items() if h.get("status") != "ok"]
-        return StageOutcome("fail", f"handover failed: {_first(bad)}", data)
-    details: list[str] = []
-    try:
-        from gpuctl import bundle, lock
-    except ImportError as exc:  # pragma: no cover - both ship with gpuctl
-        return StageOutcome("fail", f"handover: {exc}")
-    lock_path = lock.write_lock(ctx.loaded, ctx.specs, ctx.record)
-    details.append(f"lock {lock_path}")
-    archive = bundle.build_bundle(ctx.record, lock_path=lock_path)
-    details.append(f"bundle {archive}")
-    ctx.record.update_meta(bundle=str(archive))
-    return StageOutcome("pass", ", ".join(details), {"bundle": str(archive), "lock": str(lock_path)})
+    """Lock what is installed, hand the nodes over (customer accounts, sudo, provider key
+    removal last — after it, root SSH with the provider key may be gone), then build the
+    delivery bundle locally."""
+    from gpuctl.bundle import make_bundle
+    from gpuctl.handover import handover
+    from gpuctl.lock import lock
+
+    limit = tuple(s.node for s in ctx.specs)
+    locked = lock(ctx.loaded, limit, ctx.record)
+    outcome = handover(ctx.loaded, limit, ctx.record)
+    if not outcome.ok:
+        bad = [f"{n}: {h.get('error') or h.get('status')}" for n, h in outcome.run.get("hosts", {}).items()
+               if h.get("status") != "ok"]
+        return StageOutcome("fail", f"handover failed: {_first(bad) or outcome.run.get('status')}",
+                            outcome.as_dict())
+    out = ctx.record.path / f"{ctx.loaded.inventory.cluster.name}-delivery.tar.gz"
+    bundle = make_bundle([ctx.record], out, lock_file=locked.path, cluster=ctx.loaded.inventory.cluster.name)
+    ctx.record.update_meta(bundle=str(bundle.path))
+    return StageOutcome("pass", f"lock {locked.path}; bundle {bundle.path} ({len(bundle.files)} files, "
+                                f"report {bundle.report})",
+                        {"bundle": str(bundle.path), "lock": str(locked.path)})
 
 
 def default_stages() -> dict[str, StageFn]:
