@@ -9,9 +9,10 @@ complete, so a half-built image is never used):
 - ``vmlinuz``, ``initrd.img`` the guest kernel and initramfs for ``-kernel``/``-initrd``
 - ``manifest.json`` recipe, kernel version, host key, step timings
 
-The lab's SSH key lives beside the images (``<cache>/ssh/``) and is baked into
-root's authorized_keys; it is part of the recipe hash. Per-node settings (hostname,
-apt proxy) come from the kernel command line at boot, so one image serves every lab.
+The image holds no lab credentials: the lab's public SSH key (``<cache>/ssh/``) is
+passed on each node's kernel command line and installed at the node's first boot;
+hostname and apt proxy come from the command line too, so one image serves every lab.
+The sshd host key is baked in (every lab node shares it; the lab's known_hosts pins it).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuctl.errors import ExecutionError
-from gpuctl.lab.ssh import ensure_lab_key
 from gpuctl.lab.state import cache_root
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ MIRROR = "http://deb.debian.org/debian"
 SECURITY_MIRROR = "http://security.debian.org/debian-security"
 DISK_SIZE = "5G"
 #: Bump when the configuration written into the image changes.
-RECIPE_REVISION = 1
+RECIPE_REVISION = 2
 
 DEBOOTSTRAP_INCLUDE: tuple[str, ...] = (
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "iproute2", "iputils-ping",
@@ -50,24 +50,33 @@ DEBOOTSTRAP_INCLUDE: tuple[str, ...] = (
 )
 #: Installed in the chroot after debootstrap: the guest kernel, and what the stand-in
 #: builder needs to compile a real module against it.
-CHROOT_PACKAGES: tuple[str, ...] = ("linux-image-amd64", "linux-headers-amd64", "gcc", "make")
+CHROOT_PACKAGES: tuple[str, ...] = ("linux-image-amd64", "linux-headers-amd64", "gcc", "make", "lz4")
 #: Timers that would start apt or disk jobs in the middle of a test run.
 MASKED_UNITS: tuple[str, ...] = (
     "apt-daily.timer", "apt-daily-upgrade.timer", "apt-daily.service",
     "apt-daily-upgrade.service", "e2scrub_all.timer", "e2scrub_reap.service", "fstrim.timer",
     "man-db.timer", "mdcheck_start.timer", "mdcheck_continue.timer", "mdmonitor-oneshot.timer",
-    "getty@tty1.service",
+    "getty@tty1.service", "nvmf-autoconnect.service",
 )
 
 BOOT_SCRIPT = """#!/bin/sh
 # gpuctl lab: per-node settings from the kernel command line (written at every boot).
 set -eu
 proxy=""
+key=""
 for word in $(cat /proc/cmdline); do
     case "$word" in
         gpuctl.apt_proxy=*) proxy="${word#gpuctl.apt_proxy=}" ;;
+        gpuctl.ssh_key=*) key="${word#gpuctl.ssh_key=}" ;;
     esac
 done
+# The lab key is installed at first boot only (like cloud-init): a later handover that
+# removes it stays removed across reboots.
+if [ -n "$key" ] && [ ! -e /root/.ssh/authorized_keys ]; then
+    install -d -m 0700 /root/.ssh
+    printf 'ssh-ed25519 %s gpuctl-lab\n' "$key" > /root/.ssh/authorized_keys
+    chmod 0600 /root/.ssh/authorized_keys
+fi
 conf=/etc/apt/apt.conf.d/00gpuctl-lab-proxy
 if [ -n "$proxy" ]; then
     host="${proxy#http://}"; host="${host%%:*}"
@@ -79,6 +88,14 @@ fi
 name="$(hostname)"
 grep -q "[[:space:]]$name\\$" /etc/hosts || printf '127.0.1.1\\t%s\\n' "$name" >> /etc/hosts
 """
+
+#: A small lz4 initramfs: under TCG, unpacking the stock 36 MB zstd one (MODULES=most)
+#: costs 5-30 s per boot. The root disk is virtio + ext4, so these modules suffice.
+INITRAMFS_CONF = "MODULES=list\nCOMPRESS=lz4\n"
+INITRAMFS_MODULES = "virtio_pci\nvirtio_blk\next4\n"
+#: mdadm's initramfs hook force-loads raid456, whose raid6 benchmark costs ~10 s per boot
+#: under TCG; lab roots are never on md, so the hook is diverted away in the image.
+MDADM_HOOK = "/usr/share/initramfs-tools/hooks/mdadm"
 
 BOOT_UNIT = """[Unit]
 Description=gpuctl lab: per-node settings from the kernel command line
@@ -147,7 +164,7 @@ class Image:
         return self.directory / "initrd.img"
 
 
-def recipe(public_key: str) -> dict[str, object]:
+def recipe() -> dict[str, object]:
     """Everything that determines the image's content."""
     return {
         "revision": RECIPE_REVISION,
@@ -157,22 +174,21 @@ def recipe(public_key: str) -> dict[str, object]:
         "chroot_packages": list(CHROOT_PACKAGES),
         "masked": list(MASKED_UNITS),
         "files": hashlib.sha256(
-            (BOOT_SCRIPT + BOOT_UNIT + SSHD_CONFIG + INTERFACES + SOURCES_LIST).encode()
+            (BOOT_SCRIPT + BOOT_UNIT + SSHD_CONFIG + INTERFACES + SOURCES_LIST + INITRAMFS_CONF
+             + INITRAMFS_MODULES + MDADM_HOOK).encode()
         ).hexdigest(),
         "disk_size": DISK_SIZE,
-        "authorized_key": public_key.strip(),
     }
 
 
-def recipe_hash(public_key: str) -> str:
-    data = json.dumps(recipe(public_key), sort_keys=True).encode()
+def recipe_hash() -> str:
+    data = json.dumps(recipe(), sort_keys=True).encode()
     return hashlib.sha256(data).hexdigest()[:12]
 
 
 def image_dir() -> Path:
     """The cache directory of the image for the current recipe (built or not)."""
-    key = ensure_lab_key()
-    return cache_root() / f"image-{recipe_hash(key.public_key)}"
+    return cache_root() / f"image-{recipe_hash()}"
 
 
 def load_image(directory: Path | None = None) -> Image | None:
@@ -258,7 +274,7 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
-def _configure(root: Path, public_key: str) -> None:
+def _configure(root: Path) -> None:
     """Write the lab configuration into the rootfs."""
     _write(root / "etc/hostname", "lab-node\n")
     _write(root / "etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
@@ -269,9 +285,7 @@ def _configure(root: Path, public_key: str) -> None:
     _write(root / "etc/apt/sources.list", SOURCES_LIST)
     _write(root / "etc/apt/apt.conf.d/10gpuctl-lab-periodic", 'APT::Periodic::Enable "0";\n')
     _write(root / "etc/ssh/sshd_config.d/gpuctl-lab.conf", SSHD_CONFIG)
-    ssh_dir = root / "root/.ssh"
-    ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _write(ssh_dir / "authorized_keys", public_key.strip() + "\n", 0o600)
+    (root / "root/.ssh/authorized_keys").unlink(missing_ok=True)
     _write(root / "usr/local/sbin/gpuctl-lab-boot", BOOT_SCRIPT, 0o755)
     _write(root / "etc/systemd/system/gpuctl-lab-boot.service", BOOT_UNIT)
     wants = root / "etc/systemd/system/multi-user.target.wants"
@@ -304,8 +318,7 @@ def build_image(proxy_port: int | None = None, force: bool = False) -> Image:
 
     `proxy_port` is the lab apt cache on 127.0.0.1; without it the mirror is used directly.
     """
-    key = ensure_lab_key()
-    target = cache_root() / f"image-{recipe_hash(key.public_key)}"
+    target = image_dir()
     with _build_lock():
         existing = load_image(target)
         if existing is not None and not force:
@@ -323,13 +336,17 @@ def build_image(proxy_port: int | None = None, force: bool = False) -> Image:
             proxy = f"http://127.0.0.1:{proxy_port}"
             env["http_proxy"] = proxy
             apt_opts = ["-o", f"Acquire::http::Proxy={proxy}"]
+        chroot_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive",
+                      "LC_ALL": "C"}
         total_start = time.monotonic()
         with steps.step("debootstrap"):
             steps.run(debootstrap_argv(root), env=env)
         _write(root / "etc/apt/sources.list", SOURCES_LIST)
         _write(root / "usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0o755)
-        chroot_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive",
-                      "LC_ALL": "C"}
+        _write(root / "etc/initramfs-tools/conf.d/gpuctl-lab.conf", INITRAMFS_CONF)
+        _write(root / "etc/initramfs-tools/modules", INITRAMFS_MODULES)
+        steps.run(["chroot", str(root), "dpkg-divert", "--local", "--rename", "--divert",
+                   MDADM_HOOK + ".gpuctl-lab", "--add", MDADM_HOOK], env=chroot_env)
         with steps.step("apt-get update"):
             steps.run(["chroot", str(root), "apt-get", *apt_opts, "update"], env=chroot_env)
         with steps.step("kernel, headers, compiler"):
@@ -338,7 +355,7 @@ def build_image(proxy_port: int | None = None, force: bool = False) -> Image:
         with steps.step("configure"):
             (root / "usr/sbin/policy-rc.d").unlink()
             steps.run(["chroot", str(root), "apt-get", "clean"], env=chroot_env)
-            _configure(root, key.public_key)
+            _configure(root)
             version = _kernel_version(root)
             shutil.copy2(root / "boot" / f"vmlinuz-{version}", partial / "vmlinuz")
             shutil.copy2(root / "boot" / f"initrd.img-{version}", partial / "initrd.img")
@@ -349,7 +366,7 @@ def build_image(proxy_port: int | None = None, force: bool = False) -> Image:
             steps.run(["mkfs.ext4", "-F", "-q", "-L", "gpuctl-root", "-d", str(root), str(disk)])
         steps.timings["total"] = round(time.monotonic() - total_start, 1)
         manifest = {
-            "recipe": recipe(key.public_key),
+            "recipe": recipe(),
             "kernel_version": version,
             "host_public_key": host_pub,
             "timings_s": steps.timings,

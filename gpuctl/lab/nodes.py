@@ -88,10 +88,14 @@ class NodeLayout:
         return f"10.100.0.{HOST_OFFSET + self.index}"
 
 
-def kernel_cmdline(node: NodeState, apt_proxy: str) -> str:
+def kernel_cmdline(node: NodeState, apt_proxy: str, public_key: str) -> str:
+    """Per-node settings read at boot (hostname, apt proxy; the lab key at first boot)."""
+    kind, blob = public_key.split()[:2]
+    if kind != "ssh-ed25519":
+        raise ExecutionError(f"the lab key must be ed25519, not {kind}")
     return " ".join([
         "console=ttyS0", "root=/dev/vda", "rw", "net.ifnames=0", "biosdevname=0",
-        f"systemd.hostname={node.name}", f"gpuctl.apt_proxy={apt_proxy}",
+        f"systemd.hostname={node.name}", f"gpuctl.apt_proxy={apt_proxy}", f"gpuctl.ssh_key={blob}",
     ])
 
 
@@ -107,7 +111,7 @@ def qemu_argv(node: NodeState, image: Image, state: LabState) -> list[str]:
         "-chardev", f"file,id=serial0,path={node.serial_log}",
         "-serial", "chardev:serial0",
         "-kernel", str(image.kernel), "-initrd", str(image.initrd),
-        "-append", kernel_cmdline(node, state.apt_proxy_url),
+        "-append", kernel_cmdline(node, state.apt_proxy_url, state.public_key),
         "-drive", f"file={node.overlay},if=virtio,format=qcow2,discard=unmap",
         "-device", "virtio-rng-pci",
         "-netdev", f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{node.ssh_port}-:22",
@@ -241,7 +245,7 @@ def up(
     key = ensure_lab_key()
     state = LabState(
         sku=sku, smp=smp, memory_mb=memory_mb, nvme_count=nvme, nvme_size_gb=nvme_size_gb,
-        image_dir="", key_path=str(key.path), known_hosts=str(sdir / "known_hosts"),
+        image_dir="", key_path=str(key.path), public_key=key.public_key, known_hosts=str(sdir / "known_hosts"),
         state_dir=str(sdir), repo_dir=str(repo_dir()), profile_dir=str(sdir / "profiles"),
         inventory_path=str(inventory_path or sdir / "inventory.yaml"),
     )

@@ -93,6 +93,7 @@ class LabState:
     repo_dir: str = ""
     inventory_path: str = ""
     profile_dir: str = ""
+    public_key: str = ""
     created: float = field(default_factory=time.time)
     version: int = STATE_VERSION
 
@@ -191,11 +192,17 @@ def pid_alive(pid: int, marker: str = "") -> bool:
     if status is None or status in {"Z", "X"}:
         return False
     if marker:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            return False
-        return marker.encode() in cmdline
+        # Right after exec the new command line is not set up yet and reads empty:
+        # give it a moment rather than declaring a just-started process dead.
+        for _ in range(40):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                return False
+            if cmdline.strip():
+                return marker.encode() in cmdline
+            time.sleep(0.05)
+        return False
     return True
 
 

@@ -8,6 +8,11 @@ known_hosts, inventory path, apt proxy and repo URLs). Environment knobs:
 - ``GPUCTL_LAB_REUSE=1``: use a lab that is already up (from `gpuctl lab up`) and
   leave it running afterwards.
 
+Unless reusing, the session's lab keeps its state in its own directory
+(``XDG_STATE_HOME`` is pointed at a session temp dir for the whole session, so
+`gpuctl lab …` subprocesses see the same lab), and so never collides with a lab
+someone started by hand on the same machine. The image and apt cache are shared.
+
 At the end of the session the fixture brings the lab down and asserts that no lab
 process is left and no lab port still listens.
 """
@@ -29,15 +34,21 @@ def _lab_ports(state: LabState) -> list[int]:
 
 
 @pytest.fixture(scope="session")
-def lab() -> Iterator[LabState]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabState]:
     missing = missing_binaries()
     if missing:
         pytest.skip(f"lab host tools missing: {', '.join(sorted(missing))}")
-    existing = load_state()
-    reuse = os.environ.get("GPUCTL_LAB_REUSE") == "1"
-    if reuse and existing is not None and any(r.alive() for r in existing.processes().values()):
-        yield existing
-        return
+    if os.environ.get("GPUCTL_LAB_REUSE") == "1":
+        existing = load_state()
+        if existing is not None and any(r.alive() for r in existing.processes().values()):
+            yield existing
+            return
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("lab-state")))
+        yield from _session_lab()
+
+
+def _session_lab() -> Iterator[LabState]:
     state = up(
         nodes=int(os.environ.get("GPUCTL_LAB_NODES", "2")),
         sku=os.environ.get("GPUCTL_LAB_SKU", "hgx-h100-80gb"),

@@ -49,6 +49,7 @@ def _state(tmp_path: Path, n: int = 2, nvme: int = 3) -> LabState:
         image_dir=str(tmp_path / "image"), key_path="/k/id_ed25519", known_hosts="/s/known_hosts",
         state_dir=str(tmp_path / "state"), vde_socket=str(tmp_path / "state/fabric.vde"),
         proxy_port=3142, repo_port=8080, profile_dir=str(tmp_path / "state/profiles"),
+        public_key="ssh-ed25519 AAAAC3NzaLAB gpuctl-lab",
     )
     for i in range(1, n + 1):
         layout = nodes.NodeLayout(i)
@@ -92,8 +93,9 @@ def test_qemu_argv_is_tcg_with_loopback_forward_vde_fabric_and_nvme(tmp_path: Pa
 
 def test_kernel_cmdline_sets_hostname_proxy_and_serial_console(tmp_path: Path) -> None:
     state = _state(tmp_path)
-    line = nodes.kernel_cmdline(state.nodes[1], state.apt_proxy_url)
+    line = nodes.kernel_cmdline(state.nodes[1], state.apt_proxy_url, "ssh-ed25519 AAAAC3Nza gpuctl-lab")
     words = line.split()
+    assert "gpuctl.ssh_key=AAAAC3Nza" in words
     assert "systemd.hostname=gpu-02" in words
     assert "gpuctl.apt_proxy=http://10.0.2.2:3142" in words
     assert {"console=ttyS0", "root=/dev/vda", "net.ifnames=0"} <= set(words)
@@ -221,9 +223,12 @@ def test_lab_key_is_made_once() -> None:
 
 # --- image recipe --------------------------------------------------------------------------
 
-def test_recipe_hash_is_stable_and_depends_on_the_key() -> None:
-    assert lab_image.recipe_hash("ssh-ed25519 A") == lab_image.recipe_hash("ssh-ed25519 A")
-    assert lab_image.recipe_hash("ssh-ed25519 A") != lab_image.recipe_hash("ssh-ed25519 B")
+def test_recipe_hash_is_stable_and_holds_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = lab_image.recipe_hash()
+    assert first == lab_image.recipe_hash() and len(first) == 12
+    assert "key" not in " ".join(lab_image.recipe())
+    monkeypatch.setattr(lab_image, "CHROOT_PACKAGES", (*lab_image.CHROOT_PACKAGES, "extra"))
+    assert lab_image.recipe_hash() != first
 
 
 def test_debootstrap_argv_is_minbase_with_required_packages(tmp_path: Path) -> None:
@@ -240,11 +245,19 @@ def test_image_root_before_build_is_a_clear_error() -> None:
         lab_image.image_root()
 
 
-def test_configure_writes_key_network_and_masks_timers(tmp_path: Path) -> None:
+def test_kernel_cmdline_refuses_other_key_types(tmp_path: Path) -> None:
+    with pytest.raises(ExecutionError, match="ed25519"):
+        nodes.kernel_cmdline(_state(tmp_path).nodes[0], "http://10.0.2.2:1", "ssh-rsa AAAAB3 x")
+
+
+def test_configure_writes_network_masks_timers_and_bakes_no_key(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "etc/systemd/system").mkdir(parents=True)
-    lab_image._configure(root, "ssh-ed25519 AAAALAB gpuctl-lab")
-    assert (root / "root/.ssh/authorized_keys").read_text() == "ssh-ed25519 AAAALAB gpuctl-lab\n"
+    (root / "root/.ssh").mkdir(parents=True)
+    (root / "root/.ssh/authorized_keys").write_text("ssh-ed25519 STALE\n")
+    lab_image._configure(root)
+    assert not (root / "root/.ssh/authorized_keys").exists()
+    assert "gpuctl.ssh_key=" in (root / "usr/local/sbin/gpuctl-lab-boot").read_text()
     assert "address 10.0.2.15/24" in (root / "etc/network/interfaces").read_text()
     assert "gateway 10.0.2.2" in (root / "etc/network/interfaces").read_text()
     assert (root / "etc/systemd/system/apt-daily.timer").resolve() == Path("/dev/null")
