@@ -222,7 +222,10 @@ class Engine:
         def wrapped(h: Any) -> BaseException | None:
             # Return, never raise: gevent prints tracebacks of greenlets that raise.
             try:
-                with ctx_state.use(state), ctx_config.use(state.config.copy()), ctx_host.use(h):
+                # ctx_config and ctx_host are greenlet-local; ctx_state is a process-wide
+                # global, set once around the whole pool below (set here, the first greenlet
+                # to finish would restore "no state" under the feet of the others).
+                with ctx_config.use(state.config.copy()), ctx_host.use(h):
                     func(h)
             except Exception as exc:
                 # the traceback goes to pyinfra's log (the run record), the summary gets one line
@@ -230,8 +233,9 @@ class Engine:
                 return exc
             return None
 
-        greenlets = {state.pool.spawn(wrapped, h): h for h in hosts}
-        gevent.joinall(list(greenlets))
+        with ctx_state.use(state):
+            greenlets = {state.pool.spawn(wrapped, h): h for h in hosts}
+            gevent.joinall(list(greenlets))
         failed = set()
         for g, h in greenlets.items():
             exc = g.value if g.successful() else g.exception
