@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuctl.catalog import Threshold
 from gpuctl.errors import InputError
-from gpuctl.inventory import LoadedInventory, Node
+from gpuctl.inventory import Inventory, LoadedInventory, Node
 from gpuctl.matrix import Package
 from gpuctl.paths import catalog_dir
 from gpuctl.rules import check_matrix, failures
@@ -170,6 +170,9 @@ class NodeSpec(_Spec):
     thresholds: dict[str, Threshold]
     roles: dict[str, str]  # role → "" when it runs here, else why it is skipped
     role_vars: dict[str, Any] = {}  # inventory overrides of roles/<role>/defaults.yaml
+    #: "machine" (own kernel: bare metal or a QEMU lab node) or "container" (lab
+    #: systemd-nspawn node sharing the host kernel: kernel-feature work is not applicable).
+    node_kind: Literal["machine", "container"] = "machine"
 
     def pins(self, component: str) -> list[str]:
         c = self.components.get(component)
@@ -360,6 +363,11 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         "lustre_client": components["lustre"].reason,
         "bench_tools": "",
     }
+    kind = node_kind(inv)
+    if kind == "container":
+        for role, why in KERNEL_FEATURE_ROLES.items():
+            if not roles[role]:
+                roles[role] = f"not applicable in this node kind (container: {why})"
     return NodeSpec(
         cluster=inv.cluster.name, node=node.name, address=node.address,
         ssh_port=node.ssh_port or inv.ssh.port, ssh_user=inv.ssh.user,
@@ -374,8 +382,27 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
                 "net.core.wmem_max": "134217728", "kernel.numa_balancing": "0"},
         repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
         nccl_conf=_nccl_conf(fabric, vlans, None), thresholds=thresholds, roles=roles,
-        role_vars=dict(inv.role_vars),
+        role_vars=dict(inv.role_vars), node_kind=kind,
     )
+
+
+#: Roles that need a kernel of the node's own; on "container" nodes (lab.kind in the
+#: inventory, written by `gpuctl lab up --kind container`) they are not applicable.
+KERNEL_FEATURE_ROLES: dict[str, str] = {
+    "nvidia_driver": "shares the host kernel; cannot load the nvidia module or reboot",
+    "fabricmanager": "shares the host kernel; needs the nvidia module and NVSwitch devices",
+    "ofed": "shares the host kernel; cannot load HCA kernel modules",
+    "peermem": "shares the host kernel; cannot load nvidia_peermem",
+    "gds": "shares the host kernel; cannot load nvidia_fs",
+    "network": "shares the host kernel; cannot create VLAN or RDMA (rxe) devices",
+    "nvme_raid": "has no block devices of its own for md RAID",
+    "lustre_client": "shares the host kernel; cannot load lustre/lnet modules",
+}
+
+
+def node_kind(inv: Inventory) -> Literal["machine", "container"]:
+    """The inventory's node kind: "container" for a container lab, else "machine"."""
+    return "container" if (inv.lab or {}).get("kind") == "container" else "machine"
 
 
 def check_before_touching(loaded: LoadedInventory) -> None:
