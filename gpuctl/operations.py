@@ -294,6 +294,14 @@ def grubby_args(args: Sequence[str], boot: BootState):
     yield "grubby --update-kernel=ALL --args=" + shlex.quote(" ".join(todo))
 
 
+@operation()
+def not_applicable(reason: str):
+    """A visible noop for work that does not apply to this node (e.g. kernel work on a
+    container lab node): plan and summary show the reason; nothing runs on the host."""
+    host.noop(reason)
+    yield from ()
+
+
 @operation(is_idempotent=False)
 def sysctl_apply(path: str):
     """Load one sysctl drop-in now (gate with `_if=` on the file's change)."""

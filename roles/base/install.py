@@ -28,6 +28,7 @@ from gpuctl.facts.system import BootInfo, FileStates
 from gpuctl.operations import (
     grubby_args,
     install_packages,
+    not_applicable,
     refresh_grub,
     refresh_initramfs,
     render,
@@ -65,8 +66,14 @@ def install() -> None:
         path=str(k["base_blacklist_file"]),
         content=render("base", "blacklist.conf.j2", modules=list(spec.blacklisted_modules)),
         states=files)
-    refresh_initramfs(name="Rebuild the initramfs with " + ", ".join(spec.blacklisted_modules) + " blacklisted",
-                      package_manager=spec.package_manager, _if=blacklist.did_change)
+    # Container lab nodes share the host kernel: no initramfs of their own, /proc/sys read-only.
+    kernel_na = ("not applicable in this node kind (container: shares the host kernel)"
+                 if spec.node_kind == "container" else "")
+    initramfs = "Rebuild the initramfs with " + ", ".join(spec.blacklisted_modules) + " blacklisted"
+    if kernel_na:
+        not_applicable(name=initramfs, reason=kernel_na)
+    else:
+        refresh_initramfs(name=initramfs, package_manager=spec.package_manager, _if=blacklist.did_change)
 
     words = [*spec.kernel_cmdline, *[str(w) for w in k["base_kernel_cmdline_extra"]]]  # type: ignore[union-attr]
     cmdline = " ".join(words)
@@ -88,7 +95,10 @@ def install() -> None:
                         path=str(k["base_sysctl_file"]),
                         content=render("base", "sysctl.conf.j2", settings=sorted(spec.sysctl.items())),
                         states=files)
-    sysctl_apply(name="Apply sysctl settings", path=str(k["base_sysctl_file"]), _if=sysctl.did_change)
+    if kernel_na:
+        not_applicable(name="Apply sysctl settings", reason=kernel_na)
+    else:
+        sysctl_apply(name="Apply sysctl settings", path=str(k["base_sysctl_file"]), _if=sysctl.did_change)
 
     write_file(name="Set memlock unlimited", path=str(k["base_limits_file"]),
                content=render("base", "memlock.conf.j2"), states=files)
