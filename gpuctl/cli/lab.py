@@ -17,6 +17,8 @@ def lab_group() -> None:
 
 
 @lab_group.command("up")
+@click.option("--kind", type=click.Choice(["qemu", "container"]), default="qemu", show_default=True,
+              help="Node kind: QEMU VMs (own kernel; default) or systemd-nspawn containers (for scale).")
 @click.option("--nodes", "nodes", type=int, default=2, show_default=True, help="Number of nodes.")
 @click.option("--sku", default="hgx-h100-80gb", show_default=True, help="SKU the nodes pretend to be.")
 @click.option("--nvme", type=int, default=4, show_default=True, help="NVMe drives per node.")
@@ -33,9 +35,13 @@ def lab_group() -> None:
               help="Seconds to wait for SSH on each node.")
 @json_option
 @handle_errors
-def up_cmd(nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: int, memory_mb: int,
+def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: int, memory_mb: int,
            matrix: str, inventory_path: Path | None, boot_timeout: float, as_json: bool) -> None:
-    """Build the image (once), start the caches, the fabric and NODES QEMU nodes."""
+    """Build the image (once), start the caches, the fabric and NODES QEMU nodes
+    (or, with --kind container, NODES systemd-nspawn containers for scale runs)."""
+    if kind == "container":
+        _up_containers(nodes, sku, matrix, inventory_path, boot_timeout, as_json)
+        return
     from gpuctl.lab.nodes import up
 
     state = up(nodes, sku, nvme, nvme_size_gb=nvme_size_gb, smp=smp, memory_mb=memory_mb,
@@ -52,11 +58,38 @@ def up_cmd(nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: int, memory_
     out.print(f"inventory: {state.inventory_path}")
 
 
+def _up_containers(nodes: int, sku: str, matrix: str, inventory_path: Path | None, boot_timeout: float,
+                   as_json: bool) -> None:
+    from gpuctl.lab import containers
+
+    state = containers.up(nodes, sku, matrix, inventory_path=inventory_path.resolve() if inventory_path else None,
+                          boot_timeout=boot_timeout)
+    if as_json:
+        emit_json({"kind": "container", "inventory": state.inventory_path, "key": state.key_path, "nodes": {
+            n.name: {"address": n.address, "pid": n.process.pid if n.process else None} for n in state.nodes}})
+        return
+    out = console()
+    out.print(f"{len(state.nodes)} container node(s): {state.nodes[0].address} … {state.nodes[-1].address} "
+              f"(gpuctl lab ssh --kind container {state.nodes[0].name})")
+    out.print(f"inventory: {state.inventory_path}")
+
+
 @lab_group.command("down")
+@click.option("--kind", type=click.Choice(["qemu", "container"]), default="qemu", show_default=True,
+              help="Which lab: the QEMU one or the container one.")
 @json_option
 @handle_errors
-def down_cmd(as_json: bool) -> None:
-    """Stop every lab process and remove the nodes' disks."""
+def down_cmd(kind: str, as_json: bool) -> None:
+    """Stop every lab process and remove the nodes' disks (or the container lab's nodes)."""
+    if kind == "container":
+        from gpuctl.lab.containers import down as down_containers
+
+        stopped = down_containers()
+        if as_json:
+            emit_json({"stopped": stopped})
+        else:
+            console().print(f"stopped: {len(stopped)} process(es)" if stopped else "stopped: nothing was running")
+        return
     from gpuctl.lab.nodes import down
 
     stopped = down()
@@ -67,11 +100,26 @@ def down_cmd(as_json: bool) -> None:
 
 
 @lab_group.command("status")
+@click.option("--kind", type=click.Choice(["qemu", "container"]), default="qemu", show_default=True,
+              help="Which lab: the QEMU one or the container one.")
 @json_option
 @handle_errors
-def status_cmd(as_json: bool) -> None:
+def status_cmd(kind: str, as_json: bool) -> None:
     """Nodes and services of the lab: PIDs alive, ports, SSH reachable."""
     from rich.table import Table
+
+    if kind == "container":
+        from gpuctl.lab.containers import status as container_status
+
+        info = container_status()
+        if as_json:
+            emit_json(info)
+            return
+        table = Table("node", "pid", "alive", "address", "ssh")
+        for n in info["nodes"]:
+            table.add_row(n["name"], str(n["pid"]), _yes(n["alive"]), n["address"], _yes(n["ssh"]))
+        console().print(table if info["nodes"] else f"no container lab (state {info['state']})")
+        return
 
     from gpuctl.lab.nodes import status
 
@@ -102,10 +150,24 @@ def _yes(flag: bool) -> str:
 @lab_group.command("ssh", context_settings={"ignore_unknown_options": True})
 @click.argument("node")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--kind", type=click.Choice(["qemu", "container"]), default="qemu", show_default=True,
+              help="Which lab: the QEMU one or the container one.")
 @handle_errors
-def ssh_cmd(node: str, command: tuple[str, ...]) -> None:
+def ssh_cmd(node: str, command: tuple[str, ...], kind: str) -> None:
     """Open a shell on NODE, or run COMMAND there (`gpuctl lab ssh gpu-01 -- uname -r`)."""
     from gpuctl.errors import ExecutionError
+
+    if kind == "container":
+        import shlex
+
+        from gpuctl.lab import containers
+
+        cstate = containers.load_state()
+        if cstate is None:
+            raise ExecutionError("no container lab is running: run `gpuctl lab up --kind container` first")
+        argv = containers.ssh_argv(cstate, cstate.node(node), shlex.join(command) if command else None,
+                                   tty=not command and sys.stdin.isatty())
+        sys.exit(subprocess.call(argv))
     from gpuctl.lab.ssh import ssh_argv
     from gpuctl.lab.state import load_state
 
