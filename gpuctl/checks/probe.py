@@ -12,6 +12,7 @@ fails at once with the same reason instead of waiting for another timeout.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shlex
@@ -142,6 +143,7 @@ class Probe:
         self.commands_run += 1
         out = Output(command, int(res.rc), _text(res.stdout), _text(res.stderr), time.monotonic() - start)
         self._keep_raw(key, out)
+        self._log_command(key, _timeout(command, self.timeout_s), out)
         if out.rc == 124:
             return CouldNotRun(f"`{command}` timed out after {self.timeout_s} s")
         if out.rc == 127 or (tool and re.search(rf"{re.escape(tool)}: (command )?not found", out.stderr)):
@@ -156,6 +158,17 @@ class Probe:
         (d / f"{key}.txt").write_text(out.stdout)
         if out.stderr.strip() or out.rc:
             (d / f"{key}.stderr.txt").write_text(f"$ {out.command}\n# exit {out.rc}\n{out.stderr}")
+
+    def _log_command(self, key: str, remote: str, out: Output) -> None:
+        """One JSON line per remote command (as sent, with its time limit) in
+        raw/<host>/verify-commands.jsonl (the runner prefixes verify-): what ran, for audits and the scale baseline."""
+        if self.raw_dir is None:
+            return
+        d = self.raw_dir / self.spec.node
+        d.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"key": key, "command": remote, "rc": out.rc, "seconds": round(out.seconds, 3)})
+        with self._lock, (d / "commands.jsonl").open("a") as fh:
+            fh.write(line + "\n")
 
     def parsed(self, key: str, build: Any) -> Any:
         """Parse once per host; a ParseError becomes CouldNotRun (and is remembered)."""
