@@ -76,6 +76,7 @@ DEFAULT_NODES = 4
 DEFAULT_BOOT_TIMEOUT_S = 180.0
 DEFAULT_SKU = "hgx-h100-80gb"
 DEFAULT_MATRIX = "r580-cuda13.0"
+NODES_PER_RACK = 8
 
 #: Units that make no sense in a container on this lab (network is set up from the
 #: host; no NVMe-oF, no consoles to log in on) — masked in each node's upper dir.
@@ -361,14 +362,15 @@ def render_inventory(state: ContainerLabState) -> str:
                    "roce": {"cidr": "192.168.50.0/24", "mtu": 1500}},
         "vlans": [{"id": 100, "parent": "eth1", "name": "storage", "cidr": "10.100.0.0/24"}],
         "storage": {"raid": {"level": 0, "devices": "auto", "fs": "xfs", "mount": "/raid"}},
-        "racks": [{"name": "lab", "power_kw": 100, "cooling": "liquid"}],
+        "racks": [{"name": f"lab-r{r}", "power_kw": 80, "cooling": "liquid"}
+                  for r in sorted({rack_of(n.index) for n in state.nodes})],
         "hardware": {
             "min_cpu_memory_gib": {"value": 1, "source": "lab containers share the host's memory"},
             "nvme_count": {"value": 0, "source": "lab containers have no NVMe drives of their own"},
         },
         "preflight": {"min_free_root_gib": 1, "source": "lab containers: overlay on the host disk"},
         "nodes": [
-            {"name": n.name, "address": n.address, "rack": "lab",
+            {"name": n.name, "address": n.address, "rack": f"lab-r{rack_of(n.index)}",
              "fabric_ips": [f"192.168.50.{10 + n.index}"] if n.index < 240 else [],
              "vlan_ips": {100: f"10.100.0.{10 + n.index}"} if n.index < 240 else {}}
             for n in state.nodes
@@ -378,6 +380,11 @@ def render_inventory(state: ContainerLabState) -> str:
     header = ("# Written by `gpuctl lab up --kind container` for the running container lab.\n"
               "# Nodes are systemd-nspawn containers: kernel-feature roles are not applicable.\n")
     return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110)
+
+
+def rack_of(index: int) -> int:
+    """Eight nodes per (liquid-cooled, 80 kW) rack, as an HGX H100 cluster would be racked."""
+    return (index - 1) // NODES_PER_RACK + 1
 
 
 def known_hosts_lines(host_public_key: str, addresses: Sequence[str]) -> list[str]:
