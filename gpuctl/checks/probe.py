@@ -141,7 +141,10 @@ class Probe:
             log.warning("%s", self.unreachable)
             return CouldNotRun(self.unreachable)
         self.commands_run += 1
-        out = Output(command, int(res.rc), _text(res.stdout), _text(res.stderr), time.monotonic() - start)
+        # testinfra's .stdout decodes strictly (a binary keyring among the files crashed every
+        # check reading them): decode the bytes ourselves, with replacement.
+        out = Output(command, int(res.rc), _text(_raw_bytes(res, "stdout")), _text(_raw_bytes(res, "stderr")),
+                     time.monotonic() - start)
         self._keep_raw(key, out)
         self._log_command(key, _timeout(command, self.timeout_s), out)
         if out.rc == 124:
@@ -406,6 +409,12 @@ def nvml_remediation(exc: NvidiaSmiFailure) -> Remediation:
     if isinstance(exc, (NoDevicesFound, GpuLost)):
         return Remediation.RESEAT_OR_REPLACE
     return Remediation.REBOOT
+
+
+def _raw_bytes(res: Any, name: str) -> Any:
+    """testinfra's undecoded ``stdout_bytes``/``stderr_bytes`` when it has them, else the text."""
+    data = getattr(res, f"{name}_bytes", None)
+    return data if data is not None else getattr(res, name)
 
 
 def _text(value: Any) -> str:

@@ -34,6 +34,9 @@ from .sshconfig import close_masters, render_ssh_config
 
 log = logging.getLogger(__name__)
 
+#: pytest plugins and features verify does without (see run_verify's arguments).
+NO_PLUGINS: tuple[str, ...] = ("-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:typeguard",
+                               "-p", "no:unraisableexception", "--assert=plain")
 MODE_THREADS = "threads"
 MODE_XDIST = "xdist"
 DEFAULT_PARALLEL = 16
@@ -187,6 +190,10 @@ def run_verify(
         args = [str(f) for f in files] + [
             "-c", str(work / "pytest.ini"), "--rootdir", str(roles_dir()), "--import-mode=importlib",
             "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "gpuctl.checks.plugin",
+            # Start-up and teardown cost nothing the checks use (profiled at 4-64 nodes, issue 8):
+            # hypothesis' summary imports ~1 s of modules, assertion rewriting parses every checks
+            # file (checks judge with expect(), never assert), unraisableexception gc-collects.
+            *NO_PLUGINS,
             f"--hosts={hosts}", f"--ssh-config={ssh_config}",
             f"--gpuctl-specs={work / 'specs.json'}", f"--gpuctl-raw-dir={raw}", f"--gpuctl-timeout={timeout_s}",
             "-q", "-rN", "--tb=line", "-o", "console_output_style=classic",
