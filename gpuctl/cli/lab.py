@@ -27,6 +27,8 @@ def lab_group() -> None:
 @click.option("--smp", type=int, default=2, show_default=True, help="vCPUs per node.")
 @click.option("--memory", "memory_mb", type=int, default=1536, show_default=True,
               help="Memory per node in MiB.")
+@click.option("--cpu", default="qemu64", show_default=True,
+              help="QEMU CPU model (qemu64 boots fastest under TCG; 'max' for newer instructions).")
 @click.option("--matrix", default="r570-cuda12.8", show_default=True,
               help="Version matrix written into the lab inventory.")
 @click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -36,7 +38,7 @@ def lab_group() -> None:
 @json_option
 @handle_errors
 def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: int, memory_mb: int,
-           matrix: str, inventory_path: Path | None, boot_timeout: float, as_json: bool) -> None:
+           cpu: str, matrix: str, inventory_path: Path | None, boot_timeout: float, as_json: bool) -> None:
     """Build the image (once), start the caches, the fabric and NODES QEMU nodes
     (or, with --kind container, NODES systemd-nspawn containers for scale runs)."""
     if kind == "container":
@@ -44,7 +46,7 @@ def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: i
         return
     from gpuctl.lab.nodes import up
 
-    state = up(nodes, sku, nvme, nvme_size_gb=nvme_size_gb, smp=smp, memory_mb=memory_mb,
+    state = up(nodes, sku, nvme, nvme_size_gb=nvme_size_gb, smp=smp, memory_mb=memory_mb, cpu=cpu,
                matrix=matrix, inventory_path=inventory_path.resolve() if inventory_path else None,
                boot_timeout=boot_timeout)
     if as_json:

@@ -94,6 +94,7 @@ class LabState:
     inventory_path: str = ""
     profile_dir: str = ""
     public_key: str = ""
+    cpu: str = "qemu64"
     created: float = field(default_factory=time.time)
     version: int = STATE_VERSION
 

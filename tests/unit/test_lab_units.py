@@ -77,6 +77,7 @@ def test_qemu_argv_is_tcg_with_loopback_forward_vde_fabric_and_nvme(tmp_path: Pa
     assert argv[0] == "qemu-system-x86_64"
     assert argv[argv.index("-accel") + 1] == "tcg,thread=multi"
     assert argv[argv.index("-smp") + 1] == "2" and argv[argv.index("-m") + 1] == "1536"
+    assert argv[argv.index("-cpu") + 1] == "qemu64"
     assert "user,id=mgmt,hostfwd=tcp:127.0.0.1:22001-:22" in argv
     assert f"vde,id=fabric,sock={state.vde_socket}" in argv
     assert "virtio-net-pci,netdev=mgmt,mac=52:54:00:6c:00:01" in argv
