@@ -29,10 +29,11 @@ def lab_group() -> None:
               help="Memory per node in MiB.")
 @click.option("--cpu", default="qemu64", show_default=True,
               help="QEMU CPU model (qemu64 boots fastest under TCG; 'max' for newer instructions).")
-@click.option("--matrix", default="r570-cuda12.8", show_default=True,
-              help="Version matrix written into the lab inventory.")
+@click.option("--matrix", default=None,
+              help="Version matrix written into the lab inventory (default: the one in inventories/lab.yaml).")
 @click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Where to write the lab inventory (default: the lab state dir).")
+              default=None, help="Where to write the lab inventory (default: the checkout's "
+              "inventories/lab.yaml, else the lab state dir).")
 @click.option("--timeout", "boot_timeout", type=float, default=240.0, show_default=True,
               help="Seconds to wait for SSH on each node.")
 @json_option
@@ -44,10 +45,10 @@ def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: i
     if kind == "container":
         _up_containers(nodes, sku, matrix, inventory_path, boot_timeout, as_json)
         return
-    from gpuctl.lab.nodes import up
+    from gpuctl.lab.nodes import default_inventory_path, up
 
     state = up(nodes, sku, nvme, nvme_size_gb=nvme_size_gb, smp=smp, memory_mb=memory_mb, cpu=cpu,
-               matrix=matrix, inventory_path=inventory_path.resolve() if inventory_path else None,
+               matrix=matrix, inventory_path=(inventory_path or default_inventory_path()).resolve(),
                boot_timeout=boot_timeout)
     if as_json:
         emit_json({"inventory": state.inventory_path, "nodes": {

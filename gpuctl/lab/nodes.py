@@ -206,6 +206,23 @@ def _make_node(state: LabState, image: Image, layout: NodeLayout, taken: set[int
     return node
 
 
+def _standin_repo() -> tuple[str, str]:
+    """Build (or reuse) the stand-in NVIDIA repository in `repo_dir()`; returns its keyring
+    (file name, sha256) for the inventory, or ('', '') when it cannot be built here: the lab
+    still boots and serves Debian packages, and the nvidia_repo role says what is missing."""
+    try:
+        from gpuctl.lab.standin.repo import build_repo, keyring_info
+
+        started = time.monotonic()
+        build_repo()
+        name, sha = keyring_info()
+        log.info("lab: stand-in repository ready in %.1f s", time.monotonic() - started)
+        return name, sha
+    except Exception as exc:  # any failure of the stand-in builder must not stop the lab
+        log.warning("stand-in repository unavailable (%s): the inventory names no keyring", exc)
+        return "", ""
+
+
 def _check_args(nodes: int, nvme: int, smp: int, memory_mb: int) -> None:
     problems = []
     if not 1 <= nodes <= MAX_NODES:
@@ -229,7 +246,7 @@ def up(
     smp: int = DEFAULT_SMP,
     memory_mb: int = DEFAULT_MEMORY_MB,
     cpu: str = DEFAULT_CPU,
-    matrix: str = DEFAULT_MATRIX,
+    matrix: str | None = None,
     inventory_path: Path | None = None,
     boot_timeout: float = DEFAULT_BOOT_TIMEOUT_S,
 ) -> LabState:
@@ -263,6 +280,7 @@ def up(
         save_state(state)
         image = build_image(proxy_port=state.proxy_port)
         state.image_dir = str(image.directory)
+        state.keyring_file, state.keyring_sha256 = _standin_repo()
         state.repo_port, state.repo_http = start_server("repo", repo_dir(), run_dir)
         save_state(state)
         _start_vde(state)
@@ -404,27 +422,87 @@ def start_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIMEO
     return wait_for_ssh(target, timeout, state=lab) if wait else 0.0
 
 
-def render_lab_inventory(state: LabState, matrix: str = DEFAULT_MATRIX) -> str:
-    """The inventory YAML for the running lab (schema: the lead's inventory model)."""
-    data: dict[str, Any] = {
-        "cluster": {"name": "lab", "sku": state.sku, "matrix": matrix, "os": "debian-12"},
-        "ssh": {"user": "root", "key": state.key_path, "known_hosts": state.known_hosts},
-        "repos": {"mirror": state.repo_url, "apt_proxy": state.apt_proxy_url},
-        "fabric": {"type": "roce", "rate_gbps": FABRIC_RATE_GBPS, "hcas_per_node": 1,
-                   "netdev": FABRIC_NETDEV, "cidr": FABRIC_CIDR},
+def lab_inventory_template() -> Path:
+    """The checked-in lab inventory whose schema and fixed sections `lab up` keeps."""
+    from gpuctl.paths import inventories_dir
+
+    return inventories_dir() / "lab.yaml"
+
+
+def default_inventory_path() -> Path:
+    """Where `gpuctl lab up` writes the inventory: the checkout's ``inventories/lab.yaml``
+    when running from a checkout, else the lab state dir (never inside an installed wheel)."""
+    from gpuctl.paths import share_root
+
+    template = lab_inventory_template()
+    if share_root().name != "_share" and template.parent.is_dir():
+        return template
+    return state_root() / "inventory.yaml"
+
+
+def _fallback_inventory() -> dict[str, Any]:
+    """The fixed sections, used when no lab.yaml template is shipped."""
+    return {
+        "cluster": {"name": "lab", "sku": DEFAULT_SKU, "matrix": DEFAULT_MATRIX, "os": "debian-12"},
+        "ssh": {"user": "root"},
+        "management": {"interface": "eth0"},
+        "fabric": {"type": "roce", "rate_gbps": FABRIC_RATE_GBPS, "hcas_per_node": 1, "hcas": ["rxe0"],
+                   "interfaces": [FABRIC_NETDEV], "soft_roce": True,
+                   "roce": {"cidr": FABRIC_CIDR, "mtu": 1500}},
         "vlans": [{"id": VLAN_ID, "parent": FABRIC_NETDEV, "name": "storage", "cidr": VLAN_CIDR}],
         "storage": {"raid": {"level": 0, "devices": "auto", "fs": "xfs", "mount": "/raid"}},
         "racks": [{"name": "lab", "power_kw": 100, "cooling": "liquid"}],
-        "nodes": [
-            {"name": n.name, "address": "127.0.0.1", "ssh_port": n.ssh_port, "rack": "lab",
-             "fabric_ip": n.fabric_ip, "vlan_ips": dict(n.vlan_ips)}
-            for n in state.nodes
-        ],
-        "lab": {"state": str(Path(state.state_dir) / "state.json"),
-                "profile_dir": state.profile_dir, "nvme_per_node": state.nvme_count},
     }
-    header = "# Written by `gpuctl lab up` for the running lab; rewritten at every `lab up`.\n"
-    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+
+
+def render_lab_inventory(state: LabState, matrix: str | None = None,
+                         template: Path | None = None) -> str:
+    """The inventory YAML for the running lab.
+
+    The fixed sections (fabric, VLANs, storage, racks, hardware and preflight
+    overrides, …) come from the checked-in ``inventories/lab.yaml`` (the inventory
+    model's owner keeps that file valid); this fills in what only the running lab
+    knows: SKU, SSH key and known_hosts, repository URLs, NVMe count, nodes and ports."""
+    source = template or lab_inventory_template()
+    data: dict[str, Any] = (
+        yaml.safe_load(source.read_text()) if source.is_file() else None
+    ) or _fallback_inventory()
+    cluster = dict(data.get("cluster") or {})
+    cluster.update({"name": cluster.get("name", "lab"), "sku": state.sku})
+    if matrix:
+        cluster["matrix"] = matrix
+    cluster.setdefault("matrix", DEFAULT_MATRIX)
+    cluster.setdefault("os", "debian-12")
+    data["cluster"] = cluster
+    ssh_section = dict(data.get("ssh") or {})
+    ssh_section.update({"user": "root", "key": state.key_path, "known_hosts": state.known_hosts,
+                        "strict_host_keys": True})
+    data["ssh"] = ssh_section
+    repos = dict(data.get("repos") or {})
+    repos.update({"mirror": state.repo_url, "apt_proxy": state.apt_proxy_url})
+    if state.keyring_sha256:
+        repos.update({"keyring_file": state.keyring_file, "keyring_sha256": state.keyring_sha256})
+    else:
+        repos.pop("keyring_file", None)
+        repos.pop("keyring_sha256", None)
+    data["repos"] = repos
+    hardware = data.get("hardware")
+    if isinstance(hardware, dict) and isinstance(hardware.get("nvme_count"), dict):
+        hardware["nvme_count"] = {
+            "value": state.nvme_count,
+            "source": f"lab: {state.nvme_count} emulated NVMe drives per node (gpuctl lab up --nvme)",
+        }
+    rack = (data.get("racks") or [{"name": "lab"}])[0]["name"]
+    data["nodes"] = [
+        {"name": n.name, "address": "127.0.0.1", "ssh_port": n.ssh_port, "rack": rack,
+         "fabric_ips": [n.fabric_ip], "vlan_ips": dict(n.vlan_ips)}
+        for n in state.nodes
+    ]
+    data["lab"] = {"state": str(Path(state.state_dir) / "state.json"), "profile_dir": state.profile_dir,
+                   "nvme_per_node": state.nvme_count, "image": state.image_dir}
+    header = ("# Written by `gpuctl lab up` for the running lab (rewritten at every `lab up`);\n"
+              "# the fixed sections are kept from the checked-in inventories/lab.yaml.\n")
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110)
 
 
 def image_for(state: LabState) -> Image:

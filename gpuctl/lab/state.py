@@ -95,6 +95,8 @@ class LabState:
     profile_dir: str = ""
     public_key: str = ""
     cpu: str = "qemu64"
+    keyring_file: str = ""
+    keyring_sha256: str = ""
     created: float = field(default_factory=time.time)
     version: int = STATE_VERSION
 

@@ -169,18 +169,33 @@ def test_pid_alive_checks_the_marker_and_stop_process_waits() -> None:
 
 # --- inventory ---------------------------------------------------------------------------------
 
-def test_render_lab_inventory(tmp_path: Path) -> None:
+def test_render_lab_inventory_fills_the_checked_in_template(tmp_path: Path) -> None:
+    from gpuctl.inventory import Inventory
+
     state = _state(tmp_path)
-    data = yaml.safe_load(nodes.render_lab_inventory(state, matrix="r570-cuda12.8"))
-    assert data["cluster"] == {"name": "lab", "sku": "hgx-h100-80gb", "matrix": "r570-cuda12.8",
-                               "os": "debian-12"}
-    assert data["ssh"] == {"user": "root", "key": "/k/id_ed25519", "known_hosts": "/s/known_hosts"}
-    assert data["repos"] == {"mirror": "http://10.0.2.2:8080/", "apt_proxy": "http://10.0.2.2:3142"}
-    assert data["fabric"]["netdev"] == "eth1" and data["fabric"]["type"] == "roce"
-    assert data["vlans"] == [{"id": 100, "parent": "eth1", "name": "storage", "cidr": "10.100.0.0/24"}]
+    state.keyring_file, state.keyring_sha256 = "gpuctl-lab.asc", "a" * 64
+    text = nodes.render_lab_inventory(state, matrix="r570-cuda12.8")
+    data = yaml.safe_load(text)
+    Inventory.model_validate(data)  # the inventory model's owner defines the schema
+    assert data["cluster"]["sku"] == "hgx-h100-80gb" and data["cluster"]["matrix"] == "r570-cuda12.8"
+    assert data["ssh"]["key"] == "/k/id_ed25519" and data["ssh"]["known_hosts"] == "/s/known_hosts"
+    assert data["repos"] == {"mirror": "http://10.0.2.2:8080/", "apt_proxy": "http://10.0.2.2:3142",
+                             "keyring_file": "gpuctl-lab.asc", "keyring_sha256": "a" * 64}
     assert data["nodes"][1] == {"name": "gpu-02", "address": "127.0.0.1", "ssh_port": 22002, "rack": "lab",
-                                "fabric_ip": "192.168.50.12", "vlan_ips": {100: "10.100.0.12"}}
-    assert data["racks"][0]["name"] == "lab"
+                                "fabric_ips": ["192.168.50.12"], "vlan_ips": {100: "10.100.0.12"}}
+    assert data["hardware"]["nvme_count"]["value"] == 3
+    # Rendering its own output again changes nothing (lab up rewrites the file in place).
+    again = tmp_path / "lab.yaml"
+    again.write_text(text)
+    assert nodes.render_lab_inventory(state, template=again) == text
+
+
+def test_render_lab_inventory_without_template(tmp_path: Path) -> None:
+    from gpuctl.inventory import Inventory
+
+    data = yaml.safe_load(nodes.render_lab_inventory(_state(tmp_path), template=tmp_path / "none.yaml"))
+    Inventory.model_validate(data)
+    assert data["fabric"]["interfaces"] == ["eth1"] and "keyring_file" not in data["repos"]
 
 
 # --- host tools --------------------------------------------------------------------------------
