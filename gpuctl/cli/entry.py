@@ -12,6 +12,10 @@ def run() -> None:
     from gpuctl.runner.bootstrap import ensure_patched
 
     ensure_patched()
-    from gpuctl.cli.main import main
+    import gpuctl.cli
 
+    gpuctl.cli.LAZY_COMMANDS = True  # type: ignore[attr-defined]  # read by gpuctl.cli.main at import
+    from gpuctl.cli.main import enable_lazy_registration, main
+
+    enable_lazy_registration()
     main()
