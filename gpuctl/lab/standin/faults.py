@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.errors import ExecutionError, InputError
+from gpuctl.lab.pcisim import SCRIPT_PATH, refresh_command
 from gpuctl.lab.standin.profile import FAULTS_PATH, HGX_BUSES
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,10 @@ def _rxe_netdev_sh() -> str:
 def _script(fault: Fault, gpu: int | None, clear: bool, profile_rate_gbps: float | None) -> str:
     name = fault.name
     gpu_word = f" gpu={gpu}" if gpu is not None else ""
-    if name in ("gpu_missing", "pcie_x8", "nvlink_pairs", "ecc_uncorrectable", "row_remap_pending", "slow_nccl"):
+    if name in ("gpu_missing", "pcie_x8"):  # also seen on the PCI bus (sysfs), see gpuctl.lab.pcisim
+        return (_record("" if clear else f"{name}{gpu_word}", name)
+                + f"if [ -f {SCRIPT_PATH} ]; then {refresh_command()}; fi\n")
+    if name in ("nvlink_pairs", "ecc_uncorrectable", "row_remap_pending", "slow_nccl"):
         return _record("" if clear else f"{name}{gpu_word}", name)
     if name == "fm_down":
         if clear:

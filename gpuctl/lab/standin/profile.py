@@ -120,6 +120,10 @@ def push_script(profile: dict[str, Any]) -> str:
         f"mv {PROFILE_PATH}.new {PROFILE_PATH}",
         f"touch {FAULTS_PATH}",
     ]
+    # The PCI sysfs view with the profile's GPUs (read by preflight), kept across reboots.
+    from gpuctl.lab.pcisim import install_unit_script
+
+    lines.append(install_unit_script())
     if rate:
         # Soft-RoCE: the verbs stack takes its rate from the netdev; virtio-net lets the
         # speed it reports be set (reporting only). See README "Fabric rate".
