@@ -5,6 +5,8 @@ known_hosts, inventory path, apt proxy and repo URLs). Environment knobs:
 
 - ``GPUCTL_LAB_NODES`` (default 2), ``GPUCTL_LAB_NVME`` (default 4),
   ``GPUCTL_LAB_SKU`` (default hgx-h100-80gb);
+- ``GPUCTL_LAB_BOOT_TIMEOUT`` seconds per node until SSH (default 240; raise it on a
+  machine shared with other heavy jobs: TCG guests slow down in proportion);
 - ``GPUCTL_LAB_REUSE=1``: use a lab that is already up (from `gpuctl lab up`) and
   leave it running afterwards.
 
@@ -53,6 +55,7 @@ def _session_lab() -> Iterator[LabState]:
         nodes=int(os.environ.get("GPUCTL_LAB_NODES", "2")),
         sku=os.environ.get("GPUCTL_LAB_SKU", "hgx-h100-80gb"),
         nvme=int(os.environ.get("GPUCTL_LAB_NVME", "4")),
+        boot_timeout=float(os.environ.get("GPUCTL_LAB_BOOT_TIMEOUT", "240")),
     )
     yield state
     current = load_state() or state
