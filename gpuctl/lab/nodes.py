@@ -280,7 +280,6 @@ def up(
         save_state(state)
         image = build_image(proxy_port=state.proxy_port)
         state.image_dir = str(image.directory)
-        state.keyring_file, state.keyring_sha256 = _standin_repo()
         state.repo_port, state.repo_http = start_server("repo", repo_dir(), run_dir)
         save_state(state)
         _start_vde(state)
@@ -294,9 +293,13 @@ def up(
         for node in state.nodes:
             _start_qemu(state, node)
             save_state(state)
-        with ThreadPoolExecutor(max_workers=len(state.nodes)) as pool:
+        # The stand-in repository is (re)built while the nodes boot: nothing reads it before
+        # provisioning, and both take tens of seconds.
+        with ThreadPoolExecutor(max_workers=len(state.nodes) + 1) as pool:
+            repo = pool.submit(_standin_repo)
             waits = list(pool.map(lambda n: wait_for_ssh(n, boot_timeout, state=state),
                                   state.nodes))
+            state.keyring_file, state.keyring_sha256 = repo.result()
         for node, waited in zip(state.nodes, waits, strict=True):
             log.info("%s: SSH after %.1f s (port %d)", node.name, waited, node.ssh_port)
         log.info("lab: %d node(s) up, boot-to-SSH %.1f s, total %.1f s", len(state.nodes),
