@@ -223,6 +223,15 @@ def _standin_repo() -> tuple[str, str]:
         return "", ""
 
 
+def _push_profiles(state: LabState) -> None:
+    """Give every node its emulated hardware (profile, fault file, PCI view) — the lab's
+    stand-in for the GPUs the guests lack; it persists across reboots."""
+    from gpuctl.lab.standin.profile import push_profile
+
+    with ThreadPoolExecutor(max_workers=len(state.nodes)) as pool:
+        list(pool.map(lambda n: push_profile(n.name, state.sku, n.index, state=state), state.nodes))
+
+
 def _check_args(nodes: int, nvme: int, smp: int, memory_mb: int) -> None:
     problems = []
     if not 1 <= nodes <= MAX_NODES:
@@ -302,6 +311,7 @@ def up(
             state.keyring_file, state.keyring_sha256 = repo.result()
         for node, waited in zip(state.nodes, waits, strict=True):
             log.info("%s: SSH after %.1f s (port %d)", node.name, waited, node.ssh_port)
+        _push_profiles(state)
         log.info("lab: %d node(s) up, boot-to-SSH %.1f s, total %.1f s", len(state.nodes),
                  time.monotonic() - boot_start, time.monotonic() - started)
         inventory = Path(state.inventory_path)
