@@ -115,7 +115,7 @@ def run(target: SshTarget, script: str, timeout_s: float, stdin: str | None = No
     log.debug("%s: %s", target.name, script)
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s + 30,
-                              input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+                              **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}))
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""

@@ -115,7 +115,7 @@ def ssh_run(
     argv = ssh_argv(target.ssh_port, lab.key_path, lab.known_hosts, cmd)
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              input=input, stdin=None if input is not None else subprocess.DEVNULL)
+                              **({"input": input} if input is not None else {"stdin": subprocess.DEVNULL}))
     except subprocess.TimeoutExpired as exc:
         raise ExecutionError(f"{target.name}: command timed out after {timeout} s: {cmd}") from exc
     if check and proc.returncode != 0:
