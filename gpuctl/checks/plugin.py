@@ -21,11 +21,13 @@ import pytest
 from gpuctl.errors import ParseError
 from gpuctl.spec import NodeSpec
 
+from . import paramiko_backend
 from .api import ITEMS_ATTR
 from .model import CheckFailure, CouldNotRun
 from .probe import Probe
 
 log = logging.getLogger(__name__)
+paramiko_backend.register()  # hosts given as gpuctl://NODE (see gpuctl.checks.runner)
 
 USER_PROPERTY = "gpuctl"
 
@@ -181,19 +183,35 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if threads <= 0 or hasattr(session.config, "workerinput"):
         return
     roles: dict[str, tuple[Any, NodeSpec, set[str]]] = {}
+    # A checks module may define `prefetch(spec, probe)` for the commands only it knows
+    # (e.g. bench_tools' tool lookup), so those run in the parallel prefetch too instead of
+    # one host after the other in the test loop (issue 8: 64 nodes).
+    role_prefetch: dict[str, Any] = {}
     for it in session.items:
         callspec = getattr(it, "callspec", None)
         host = callspec.params.get("_testinfra_host") if callspec else None
         s = spec_for(session.config, host_name(host)) if host is not None else None
         if s is None:
             continue
-        roles.setdefault(s.node, (host, s, set()))[2].add(role_of(Path(str(it.path))))
+        role = role_of(Path(str(it.path)))
+        roles.setdefault(s.node, (host, s, set()))[2].add(role)
+        hook = getattr(getattr(it, "module", None), "prefetch", None)
+        if callable(hook):
+            role_prefetch[role] = hook
     if not roles:
         return
 
     def fetch(entry: tuple[Any, NodeSpec, set[str]]) -> None:
         host, s, wanted = entry
-        get_probe(session.config, host, s).prefetch(wanted)
+        probe = get_probe(session.config, host, s)
+        probe.prefetch(wanted)
+        for role in sorted(wanted & set(role_prefetch)):
+            if probe.unreachable:
+                return
+            try:
+                role_prefetch[role](s, probe)
+            except Exception:  # judged (and reported) by the checks that read it
+                continue
 
     with ThreadPoolExecutor(max_workers=min(threads, len(roles))) as pool:
         list(pool.map(fetch, roles.values()))

@@ -28,18 +28,23 @@ from gpuctl.paths import roles_dir
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import ROLE_ORDER, NodeSpec, resolve
 
+from . import paramiko_backend
 from . import plugin as gplugin
 from .model import CheckResult, CheckStatus, HostResult, VerifyResult
 from .sshconfig import close_masters, render_ssh_config
 
 log = logging.getLogger(__name__)
 
+#: testinfra backend for remote hosts: "gpuctl" (in-process paramiko with known_hosts checked,
+#: `gpuctl.checks.paramiko_backend`) or "ssh" (one OpenSSH client process per command,
+#: multiplexed). gpuctl:// costs a third of the CPU at 64 nodes (issue 8).
+SSH_SCHEME = "gpuctl"
 #: pytest plugins and features verify does without (see run_verify's arguments).
 NO_PLUGINS: tuple[str, ...] = ("-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:typeguard",
                                "-p", "no:unraisableexception", "--assert=plain")
 MODE_THREADS = "threads"
 MODE_XDIST = "xdist"
-DEFAULT_PARALLEL = 16
+DEFAULT_PARALLEL = 64  # hosts at once: in-process paramiko connections (~3 fds each), see SSH_SCHEME
 
 
 def check_files(roles: Sequence[str] = ROLE_ORDER) -> list[Path]:
@@ -186,7 +191,7 @@ def run_verify(
         ssh_config.chmod(0o600)
         (work / "pytest.ini").write_text("[pytest]\n")
         raw = work / "raw"
-        hosts = "local://" if connection == "local" else ",".join(f"ssh://{s.node}" for s in specs)
+        hosts = "local://" if connection == "local" else ",".join(f"{SSH_SCHEME}://{s.node}" for s in specs)
         args = [str(f) for f in files] + [
             "-c", str(work / "pytest.ini"), "--rootdir", str(roles_dir()), "--import-mode=importlib",
             "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "gpuctl.checks.plugin",
@@ -227,7 +232,9 @@ def run_verify(
     finally:
         if connection != "local":
             with contextlib.suppress(Exception):
-                close_masters(work / "ssh_config", [s.node for s in specs])
+                paramiko_backend.close_all()
+                if SSH_SCHEME == "ssh":
+                    close_masters(work / "ssh_config", [s.node for s in specs])
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -49,6 +49,12 @@ def render_ssh_config(specs: Iterable[NodeSpec], *, key: str | None, known_hosts
 
 def close_masters(config: Path, hosts: Iterable[str]) -> None:
     """Stop the multiplexing masters this config started (`ssh -O exit`), host by host."""
-    for h in hosts:
-        subprocess.run(["ssh", "-F", str(config), "-O", "exit", h], stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=15, check=False)
+    # All at once: one after the other cost ~0.1 s per host at the end of every verify.
+    procs = [subprocess.Popen(["ssh", "-F", str(config), "-O", "exit", h], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in hosts]
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

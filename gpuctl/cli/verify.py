@@ -74,7 +74,7 @@ def print_result(result: VerifyResult) -> None:
 @limit_option
 @json_option
 @click.option("--parallel", type=click.IntRange(1, 256), default=None,
-              help="Hosts checked at once (default: all, up to 16).")
+              help="Hosts checked at once (default: all, up to 64).")
 @handle_errors
 def verify(inventory: str, limit: tuple[str, ...], as_json: bool, parallel: int | None) -> None:
     """Check the nodes of INVENTORY against their NodeSpec (packages, services, modules,

@@ -31,6 +31,11 @@ def _paths(spec, probe) -> dict[str, str]:
     return dict(line.split("\t", 1) for line in out.stdout.splitlines() if "\t" in line)
 
 
+def prefetch(spec, probe) -> None:
+    """Run the tool lookup during verify's parallel prefetch (see gpuctl.checks.plugin)."""
+    _paths(spec, probe)
+
+
 @for_each(tool_items)
 def test_tool_installed(host, spec, probe, item):
     path = _paths(spec, probe).get(item, "")
