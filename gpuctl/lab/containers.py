@@ -542,13 +542,14 @@ def _wait_ssh(state: ContainerLabState, node: ContainerNode, timeout: float) -> 
         time.sleep(1.0)
 
 
-def up(nodes: int = DEFAULT_NODES, sku: str = DEFAULT_SKU, matrix: str = DEFAULT_MATRIX, *,
+def up(nodes: int = DEFAULT_NODES, sku: str = DEFAULT_SKU, matrix: str | None = DEFAULT_MATRIX, *,
        inventory_path: Path | None = None, boot_timeout: float = DEFAULT_BOOT_TIMEOUT_S,
        state_dir: Path | None = None) -> ContainerLabState:
     """Start `nodes` container nodes, wait for SSH on all, write the inventory.
     On failure everything started is torn down again before the error is raised."""
     if not 1 <= nodes <= MAX_NODES:
         raise InputError(f"--nodes must be 1..{MAX_NODES} for container nodes, not {nodes}")
+    matrix = matrix or DEFAULT_MATRIX
     if os.geteuid() != 0:
         raise ExecutionError("container lab nodes need root (mounts, network namespaces, cgroups)")
     check_host_tools()
