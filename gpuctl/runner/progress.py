@@ -118,11 +118,7 @@ class ProgressCallback(BaseStateCallback):
         h = self._host(host)
         h.done += 1
         self.done += 1
-        counts = self._op_counts.setdefault(op_hash, [0, 0, 0])
-        counts[0] += 1
-        data = state.ops.get(host, {}).get(op_hash)
-        if data is not None and data.operation_meta.is_complete() and data.operation_meta.did_change():
-            counts[1] += 1
+        self._op_counts.setdefault(op_hash, [0, 0, 0])[0] += 1
         self._draw()
 
     def operation_host_error(self, state: Any, host: Any, op_hash: str,  # type: ignore[override]
@@ -137,7 +133,14 @@ class ProgressCallback(BaseStateCallback):
 
     def operation_end(self, state: Any, op_hash: str) -> None:  # type: ignore[override]
         self.ops_done += 1
-        ok, changed, failed = self._op_counts.pop(op_hash, [0, 0, 0])
+        ok, _, failed = self._op_counts.pop(op_hash, [0, 0, 0])
+        # pyinfra marks an operation complete (did_change) only after the per-host
+        # success callback, so changes are counted here, once every host has run it.
+        changed = 0
+        for ops in state.ops.values():
+            data = ops.get(op_hash)
+            if data is not None and data.operation_meta.is_complete() and data.operation_meta.did_change():
+                changed += 1
         meta = state.op_meta.get(op_hash)
         name = ", ".join(sorted(meta.names)) if meta else op_hash
         self.display.op_finished(self, name, ok, changed, failed)

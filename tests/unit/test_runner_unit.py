@@ -24,7 +24,8 @@ from gpuctl.spec import resolve
 
 @pytest.fixture(scope="module")
 def lab():
-    loaded = load_inventory(inventories_dir() / "lab.yaml")
+    # the placeholder as committed: `gpuctl lab up` rewrites inventories/lab.yaml itself
+    loaded = load_inventory(Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml")
     return loaded, resolve(loaded)
 
 
