@@ -609,8 +609,12 @@ TRAIN_LOSS_RATIO = 0.9
 
 
 def judge_training(result: TrainingResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
-    if result.skipped is not None or result.final is None:
-        return [could_not_run("training", result.skipped or "no final record", subject, Remediation.RECONFIGURE)]
+    if result.skipped is not None:
+        # Not a pass and not a failure: the node has no PyTorch, so the run was not made.
+        return [Verdict("training", Status.NOT_APPLICABLE, subject, None, None, "", "", Remediation.NONE,
+                        f"{subject.label()}: skipped: {result.skipped}")]
+    if result.final is None:
+        return [could_not_run("training", "no final record", subject, Remediation.RERUN)]
     final = result.final
     window = max(1, min(3, len(result.steps) // 2))  # first/last few steps, never overlapping
     start, end = result.loss_start(window), result.loss_end(window)

@@ -117,7 +117,7 @@ def test_every_kind_is_offered() -> None:
         ("dcgm", "dcgm/dcgmi-diag-r2-a100-8gpu-p4de-awsome.txt", None, 0),
         ("gdsio", "gdsio/gdsio-read-write-public.txt", None, 0),
         ("xid", "xid/dmesg-xid79-xid13-synthetic.txt", None, 1),
-        ("training", "training/skipped-no-torch-synthetic.jsonl", None, 1),
+        ("training", "training/skipped-no-torch-synthetic.jsonl", None, 0),
     ],
 )
 def test_kinds_end_to_end(kind: str, path: str, sku: str | None, code: int) -> None:

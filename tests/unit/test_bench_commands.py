@@ -187,9 +187,10 @@ def test_inventory_override_reaches_the_verdict(h100) -> None:
 def test_training_skipped_without_pytorch_is_never_a_pass(h100) -> None:
     j = judge_output("training", '{"skipped": "no PyTorch"}\n', h100, Subject(node="n1"))
     assert j.skipped == "no PyTorch"
-    assert [v.status for v in j.verdicts] == [Status.ERROR]
+    # not a pass, not a failure: the run was not made, and the verdict says why
+    assert [v.status for v in j.verdicts] == [Status.NOT_APPLICABLE]
     d = result_dict(j.verdicts[0], "training", "n1", None, j.skipped)
-    assert d["message"] == "n1: skipped: no PyTorch" and d["status"] == "error"
+    assert d["message"] == "n1: skipped: no PyTorch" and d["status"] == "not-applicable"
 
 
 def test_training_pass_judged_with_mfu(h100) -> None:
