@@ -10,7 +10,9 @@ the same files on a lab node as on a real one; nothing in the product knows abou
 
 `GUEST_SCRIPT` runs inside the guest (python3, as root); `refresh_command()` is the shell
 line that (re)builds and mounts the view — run after the profile is pushed and after every
-fault change. `install_unit_script()` installs a oneshot unit so the view survives reboots.
+fault change. `install_unit_script()` installs a oneshot unit so the view survives reboots;
+at boot it also loads the driver modules when installed, as udev's PCI modalias match
+does for real GPUs (the emulated devices raise no uevent).
 """
 
 from __future__ import annotations
@@ -88,6 +90,10 @@ if profile["nvlink"].get("nvswitch"):
 shutil.rmtree(VIEW, ignore_errors=True)
 os.rename(tmp, VIEW)
 subprocess.run(["mount", "--bind", VIEW, TARGET], check=True)
+# On real hardware udev loads the driver through the GPUs' PCI modalias at boot; these
+# emulated devices raise no uevent, so do what udev would do, if a driver is installed.
+if os.environ.get("GPUCTL_LAB_LOAD_DRIVER", "1") == "1" and "--no-modprobe" not in sys.argv:
+    subprocess.run(["modprobe", "-q", "-a", "nvidia", "nvidia_uvm"], check=False)
 '''
 
 UNIT = f"""[Unit]
@@ -97,6 +103,8 @@ After=local-fs.target
 [Service]
 Type=oneshot
 ExecStart=/usr/bin/python3 {SCRIPT_PATH}
+# like udev's modalias load on real hardware: the driver comes up at boot when installed
+Before=nvidia-persistenced.service nvidia-fabricmanager.service nvidia-dcgm.service
 RemainAfterExit=yes
 
 [Install]
@@ -115,5 +123,6 @@ def install_unit_script() -> str:
 
 
 def refresh_command() -> str:
-    """Rebuild and remount the view (after a profile push or a fault change)."""
-    return f"python3 {SCRIPT_PATH}"
+    """Rebuild and remount the view (after a profile push or a fault change); loads no
+    driver (faults such as driver_mismatch manage the loaded module themselves)."""
+    return f"python3 {SCRIPT_PATH} --no-modprobe"

@@ -31,7 +31,8 @@ def preflight_in_namespace(tmp_path: Path, faults: str) -> str:
     (tmp_path / "pcisim.py").write_text(GUEST_SCRIPT)
     (tmp_path / "preflight.sh").write_text(PREFLIGHT_SCRIPT)
     inner = f"python3 {tmp_path / 'pcisim.py'} && bash {tmp_path / 'preflight.sh'}"
-    env = {**os.environ, "GPUCTL_LAB_ETC": str(etc), "GPUCTL_LAB_PCI_VIEW": str(tmp_path / "view")}
+    env = {**os.environ, "GPUCTL_LAB_ETC": str(etc), "GPUCTL_LAB_PCI_VIEW": str(tmp_path / "view"),
+           "GPUCTL_LAB_LOAD_DRIVER": "0"}
     proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", inner], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
