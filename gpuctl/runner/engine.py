@@ -368,7 +368,9 @@ class Engine:
             elif h in state.failed_hosts:
                 res.status = "failed"
             if res.status != "ok":
-                res.error = self.errors.get(h.name) or self._failure_reason(h)
+                # a reboot's own failure outranks the connect errors its reconnect loop saw
+                res.error = (one_line(host_errors(h)[-1]) if host_errors(h) else None) \
+                    or self.errors.get(h.name) or self._failure_reason(h)
             last = self._host_last.get(h.name, time.monotonic())
             res.seconds = round(max(0.0, last - self.started), 2)
             out[node] = res
