@@ -123,7 +123,7 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
             seen_table = True
             last_border_after_rows = False
             name, value = m.group(1), m.group(2)
-            if name in ("Diagnostic",):
+            if name == "Diagnostic" and value == "Result":  # the header row, not the level-3 test
                 continue
             if category == "Metadata" or name in _META:
                 if name in _META:

@@ -66,3 +66,20 @@ def test_json_form() -> None:
 def test_unusable_output_raises(out: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         parse_dcgmi_diag(out)
+
+
+def test_level3_diagnostic_test_row_is_a_test_not_the_header() -> None:
+    from gpuctl.parsers.dcgm import parse_dcgmi_diag
+
+    text = (
+        "+---------------------------+------------------------------------------------+\n"
+        "| Diagnostic                | Result                                         |\n"
+        "+===========================+================================================+\n"
+        "+-----  Stress  ------------+------------------------------------------------+\n"
+        "| Diagnostic                | Fail - GPU: 2                                  |\n"
+        "| Memory Bandwidth          | Pass - All                                     |\n"
+        "+---------------------------+------------------------------------------------+\n"
+    )
+    result = parse_dcgmi_diag(text)
+    assert [t.name for t in result.tests] == ["Diagnostic", "Memory Bandwidth"]
+    assert [t.name for t in result.failed] == ["Diagnostic"]
