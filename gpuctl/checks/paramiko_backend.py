@@ -62,6 +62,40 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
         log.info("accepted new host key for %s", hostname)
 
 
+@functools.lru_cache(maxsize=8)
+def _plain_blocks(path: str, mtime: float) -> dict[str, dict[str, Any]] | None:
+    """gpuctl's generated ssh_config (`Host <one name>` blocks, no patterns, Match or
+    Include) as {host: {lowercased key: value}}; None for anything else. paramiko's
+    lookup scans every block per host (and calls getpass per block): quadratic in nodes."""
+    blocks: dict[str, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    with open(path) as fh:
+        for raw in fh:
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, _, value = line.partition(" ")
+            key, value = key.lower(), value.strip().strip('"')
+            if key == "host":
+                if any(c in value for c in "*?! ,"):
+                    return None
+                current = blocks.setdefault(value, {})
+            elif key in ("match", "include") or current is None:
+                return None
+            elif key == "identityfile" or key == "userknownhostsfile":
+                current.setdefault(key, []).append(value)
+            else:
+                current.setdefault(key, value)
+    return blocks
+
+
+def _host_config(path: str, host: str) -> dict[str, Any]:
+    blocks = _plain_blocks(path, os.path.getmtime(path))
+    if blocks is not None:
+        return dict(blocks.get(host, {}))
+    return dict(paramiko.SSHConfig.from_path(path).lookup(host))
+
+
 def _first(value: Any) -> str | None:
     if isinstance(value, list):
         return str(value[0]) if value else None
@@ -75,8 +109,7 @@ class CheckedParamikoBackend(ParamikoBackend):
     def client(self) -> paramiko.SSHClient:
         cfg: dict[str, Any] = {}
         if self.ssh_config:
-            parsed = paramiko.SSHConfig.from_path(self.ssh_config)
-            cfg = parsed.lookup(self.host.name)
+            cfg = _host_config(self.ssh_config, self.host.name)
         hostname = cfg.get("hostname", self.host.name)
         port = int(self.host.port or cfg.get("port", 22))
         known_hosts = _first(cfg.get("userknownhostsfile"))
