@@ -82,7 +82,7 @@ def _plain_blocks(path: str, mtime: float) -> dict[str, dict[str, Any]] | None:
                 current = blocks.setdefault(value, {})
             elif key in ("match", "include") or current is None:
                 return None
-            elif key == "identityfile" or key == "userknownhostsfile":
+            elif key == "identityfile":
                 current.setdefault(key, []).append(value)
             else:
                 current.setdefault(key, value)

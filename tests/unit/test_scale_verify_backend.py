@@ -99,3 +99,24 @@ def test_registered_with_testinfra() -> None:
     pb.register()
     assert tbackend.BACKENDS["gpuctl"] == "gpuctl.checks.paramiko_backend.CheckedParamikoBackend"
     assert tbackend.get_backend_class("gpuctl") is pb.CheckedParamikoBackend
+
+
+def test_generated_ssh_config_read_once_matches_paramiko(tmp_path) -> None:
+    from gpuctl.checks.sshconfig import render_ssh_config
+    from gpuctl.inventory import load_inventory
+    from gpuctl.spec import resolve
+
+    repo = Path(__file__).resolve().parents[2]
+    specs = resolve(load_inventory(repo / "inventories" / "lab.yaml"))
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(render_ssh_config(specs, key="/k/id", known_hosts="/k/known hosts", strict_host_keys=False,
+                                     control_dir=tmp_path))
+    ours = pb._host_config(str(cfg), specs[0].node)
+    theirs = paramiko.SSHConfig.from_path(str(cfg)).lookup(specs[0].node)
+    for key in ("hostname", "port", "user", "identityfile", "userknownhostsfile", "stricthostkeychecking",
+                "connecttimeout"):
+        assert ours[key] == theirs[key], key
+    assert pb._host_config(str(cfg), "not-a-node") == {}
+    wild = tmp_path / "wild"
+    wild.write_text("Host *\n  User someone\n")  # patterns: paramiko's own lookup is used
+    assert pb._host_config(str(wild), "x")["user"] == "someone"
