@@ -295,7 +295,17 @@ def write_baseline(workdir: Path, commands: dict[str, list[str]], state: Any) ->
     return inv, deploy
 
 
-def measure_sizes(sizes: list[int], roles: str, out: Path, keep_up: bool) -> ScaleReport:
+def median_of(samples: list[Measurement]) -> Measurement:
+    """The sample with the median wall time; the others' wall times in its note."""
+    ordered = sorted(samples, key=lambda m: m.wall_s)
+    chosen = ordered[(len(ordered) - 1) // 2]
+    if len(samples) > 1:
+        walls = ", ".join(f"{m.wall_s:.1f}" for m in samples)
+        chosen.note = (chosen.note + "; " if chosen.note else "") + f"median of {len(samples)} runs (wall s: {walls})"
+    return chosen
+
+
+def measure_sizes(sizes: list[int], roles: str, out: Path, keep_up: bool, repeat: int = 1) -> ScaleReport:
     from gpuctl.lab import containers
 
     report = ScaleReport()
@@ -318,32 +328,49 @@ def measure_sizes(sizes: list[int], roles: str, out: Path, keep_up: bool) -> Sca
             ("verify", [*gpuctl, "verify", inv]),
         ]
         runs: dict[str, Path | None] = {}
-        for step, argv in steps:
+        samples: dict[str, list[Measurement]] = {}
+
+        def gpuctl_step(step: str, argv: list[str], k: int, n: int = n, runs: dict[str, Path | None] = runs,
+                        samples: dict[str, list[Measurement]] = samples) -> None:
             before = _runs_now()
-            m = measure(argv, step, n, logs / f"{n:03d}-{step}.log", env)
+            m = measure(argv, step, n, logs / f"{n:03d}-{step}-{k}.log", env)
             run = _latest_run(before)
             runs[step] = run
             m.run = run.name if run else ""
             m.commands_per_node = commands_per_node(run, n)
-            report.measurements.append(m)
+            samples.setdefault(step, []).append(m)
             log.info("%3d nodes %-16s wall %6.1f s cpu %6.1f s machine %6.1f s cmds/node %s rss %.0f MiB "
                      "fds %d exit %d", n, step, m.wall_s, m.cpu_s, m.machine_cpu_s, m.commands_per_node,
                      m.peak_rss_mib, m.max_fds, m.exit_code)
-        for step, base in BASELINE_OF.items():
+
+        def baseline_step(step: str, base: str, k: int, n: int = n, runs: dict[str, Path | None] = runs,
+                          samples: dict[str, list[Measurement]] = samples, state: Any = state) -> None:
             run = runs.get(step)
             cmds = run_commands(run) if run else {}
             if not cmds:
                 log.warning("%s: no recorded commands, no baseline", step)
-                continue
+                return
             with tempfile.TemporaryDirectory(prefix="gpuctl-scale-") as tmp:
                 pinv, pdeploy = write_baseline(Path(tmp), cmds, state)
                 m = measure([*pyinfra_cli, "-y", str(pinv), str(pdeploy)], base, n,
-                            logs / f"{n:03d}-{base}.log", dict(env, PYINFRA_PROGRESS="off"))
+                            logs / f"{n:03d}-{base}-{k}.log", dict(env, PYINFRA_PROGRESS="off"))
             m.commands_per_node = round(sum(len(v) for v in cmds.values()) / n, 1)
             m.note = f"replays {step}'s recorded commands ({run.name if run else ''})"
-            report.measurements.append(m)
+            samples.setdefault(base, []).append(m)
             log.info("%3d nodes %-16s wall %6.1f s cpu %6.1f s machine %6.1f s exit %d", n, base, m.wall_s, m.cpu_s,
                      m.machine_cpu_s, m.exit_code)
+
+        for step, argv in steps[:2]:  # plan and the first provision happen once
+            gpuctl_step(step, argv, 0)
+        # The compared steps alternate with their baselines, `repeat` times: the median of
+        # each goes in the table (other work on the machine comes and goes).
+        for k in range(repeat):
+            for step, argv in steps[2:]:
+                gpuctl_step(step, argv, k)
+                baseline_step(step, BASELINE_OF[step], k)
+        for name in [s for s, _ in steps] + list(BASELINE_OF.values()):
+            if name in samples:
+                report.measurements.append(median_of(samples[name]))
     if not keep_up:
         containers.down()
     return report
@@ -355,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--roles", default=DEFAULT_ROLES, help=f"roles for plan/provision (default: {DEFAULT_ROLES})")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results", help="results directory")
     parser.add_argument("--keep-up", action="store_true", help="leave the last container lab running")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of no-op provision, verify and their baselines, alternating; median kept")
     args = parser.parse_args(argv)
     try:
         sizes = sorted({int(x) for x in args.nodes.split(",") if x.strip()})
@@ -365,7 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    report = measure_sizes(sizes, args.roles, args.out, args.keep_up)
+    if args.repeat < 1:
+        parser.error("--repeat: at least 1")
+    report = measure_sizes(sizes, args.roles, args.out, args.keep_up, args.repeat)
     report.command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     report.machine = {"cpus": os.cpu_count(), "load_after": os.getloadavg(), "nofile_limit_of_bench": [soft, hard],
                       "kernel": os.uname().release, "started_from": str(REPO)}

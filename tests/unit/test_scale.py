@@ -107,3 +107,11 @@ def test_machine_busy_is_monotonic(scale) -> None:
     a = scale.machine_busy_s()
     sum(i * i for i in range(200000))
     assert scale.machine_busy_s() >= a > 0
+
+
+def test_median_of_keeps_the_middle_run_and_notes_all(scale) -> None:
+    runs = [_m(scale, "verify", 8, w, 1.0) for w in (5.0, 3.0, 4.0)]
+    chosen = scale.median_of(runs)
+    assert chosen.wall_s == 4.0
+    assert "median of 3 runs (wall s: 5.0, 3.0, 4.0)" in chosen.note
+    assert scale.median_of([_m(scale, "plan", 1, 2.0, 1.0)]).note == ""
