@@ -277,6 +277,13 @@ def _driver_debs(m: Matrix, family: str, inp: BuildInputs) -> list[Deb]:
         d.postinst = _daemon_reload()
         debs.append(d)
 
+    # NVIDIA's repository also ships the NV-CONTROL client library at the driver's version;
+    # Debian's hwloc plugins (pulled in by Open MPI) depend on it, and gpuctl's pinning keeps
+    # the distro's copy out, as it does on a real cluster.
+    d_xnv = Deb("libxnvctrl0", f"{dv}-1", f"NV-CONTROL X extension client library {dv} (gpuctl lab stand-in)")
+    _stub(d_xnv, f"{LIBDIR}/libXNVCtrl.so.{dv}", "libXNVCtrl.so.0", inp.stubs)
+    debs.append(d_xnv)
+
     fm = m.packages_for(family, "fabricmanager")
     for pkg in fm:
         if "nscq" in pkg.name:
@@ -717,7 +724,8 @@ def build_repo(
             modules[(kind, version)] = kmod.build_modules(kind, version, image_root=img_root, kernel_version=kver)
         timings["modules"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
-        sonames = ["libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-nscq.so.2", "libcudnn.so.9", "libnccl.so.2",
+        sonames = ["libcuda.so.1", "libnvidia-ml.so.1", "libXNVCtrl.so.0", "libnvidia-nscq.so.2", "libcudnn.so.9",
+                   "libnccl.so.2",
                    *sorted({f"libcudart.so.{m.cuda.version.split('.')[0]}" for m in ms})]
         inp = BuildInputs(kver, modules, _stub_libs(sonames))
         timings["stubs"] = round(time.monotonic() - t, 2)
