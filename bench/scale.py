@@ -215,8 +215,16 @@ def measure(argv: list[str], step: str, nodes: int, log_path: Path, env: dict[st
                        commands_per_node=None, exit_code=proc.returncode, load1=round(load1, 2))
 
 
-def _latest_run(before: set[str]) -> Path | None:
+def _latest_run(before: set[str], log_path: Path | None = None) -> Path | None:
+    """The run record the step wrote: the id it printed ("run record: ID" / "run record ID"),
+    else the newest new one (runs/ is shared: someone else's run may be newer)."""
     runs = REPO / "runs"
+    if log_path is not None and log_path.exists():
+        import re
+
+        found = re.findall(r"run record:? (\d{8}T\d{6}-[a-z]+\S*)", log_path.read_text(errors="replace"))
+        if found and (runs / found[-1]).is_dir():
+            return runs / found[-1]
     new = sorted(p for p in runs.iterdir() if p.is_dir() and p.name not in before) if runs.exists() else []
     return new[-1] if new else None
 
@@ -333,8 +341,9 @@ def measure_sizes(sizes: list[int], roles: str, out: Path, keep_up: bool, repeat
         def gpuctl_step(step: str, argv: list[str], k: int, n: int = n, runs: dict[str, Path | None] = runs,
                         samples: dict[str, list[Measurement]] = samples) -> None:
             before = _runs_now()
-            m = measure(argv, step, n, logs / f"{n:03d}-{step}-{k}.log", env)
-            run = _latest_run(before)
+            log_path = logs / f"{n:03d}-{step}-{k}.log"
+            m = measure(argv, step, n, log_path, env)
+            run = _latest_run(before, log_path)
             runs[step] = run
             m.run = run.name if run else ""
             m.commands_per_node = commands_per_node(run, n)
