@@ -11,9 +11,11 @@ import pytest
 
 from gpuctl.handover import PROBE_MARK, plan_handover
 from gpuctl.inventory import load_inventory
-from gpuctl.paths import inventories_dir
 from gpuctl.rolerun import load_delivery_role
 from gpuctl.spec import resolve
+
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 
 pytestmark = pytest.mark.deploy
 
@@ -30,7 +32,7 @@ def keys(tmp_path):
 
 
 def inventory(tmp_path: Path, keys: dict[str, str], remove: bool) -> Path:
-    text = (inventories_dir() / "lab.yaml").read_text()
+    text = (LAB_INVENTORY).read_text()
     text += (f"handover:\n  remove_provider_key: {'true' if remove else 'false'}\n  accounts:\n"
              f"    - {{name: alice, ssh_keys: ['{keys['alice']}'], sudo: true}}\n"
              f"    - {{name: bob, ssh_keys: ['{keys['bob']}'], sudo: false}}\n")

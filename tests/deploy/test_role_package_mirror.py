@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
 import pytest
 
@@ -13,11 +14,14 @@ from gpuctl.mirror import cache_spec
 from gpuctl.paths import inventories_dir
 from gpuctl.rolerun import load_delivery_role
 
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+
 pytestmark = pytest.mark.deploy
 
 
 def cache_host_spec(repos: str = "repos: {cache_host: gpu-01, apt_proxy: 'http://10.0.2.2:3128'}\n"):
-    loaded = load_inventory_text((inventories_dir() / "lab.yaml").read_text() + repos, "inv.yaml", inventories_dir())
+    loaded = load_inventory_text((LAB_INVENTORY).read_text() + repos, "inv.yaml", inventories_dir())
     return cache_spec(loaded, [])
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from gpuctl.lab.ssh import ssh_run
 from gpuctl.lab.standin.faults import apply_fault
 from gpuctl.lab.standin.profile import push_profile
 from gpuctl.lab.standin.repo import build_repo
-from gpuctl.lab.ssh import ssh_run
 from gpuctl.lab.state import LabState
 from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
 

@@ -11,6 +11,9 @@ from click.testing import CliRunner
 
 from gpuctl.cli.main import main
 
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+
 ROOT = Path(__file__).parents[2]
 
 
@@ -22,7 +25,7 @@ def _closed_port() -> int:
 
 @pytest.fixture()
 def dead_inventory(tmp_path: Path) -> Path:
-    text = (ROOT / "inventories" / "lab.yaml").read_text()
+    text = (LAB_INVENTORY).read_text()
     import yaml
 
     data = yaml.safe_load(text)

@@ -16,13 +16,16 @@ from gpuctl.inventory import load_inventory
 from gpuctl.spec import NodeSpec, resolve
 from gpuctl.verdicts import Status, Subject
 
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+
 ROOT = Path(__file__).parents[2]
 FIX = ROOT / "tests" / "data" / "fixtures"
 
 
 @pytest.fixture(scope="module")
 def lab_specs() -> list[NodeSpec]:
-    return resolve(load_inventory(ROOT / "inventories" / "lab.yaml"))
+    return resolve(load_inventory(LAB_INVENTORY))
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +178,7 @@ def test_nccl_busbw_judged_against_threshold(h100, threshold: dict, status: Stat
 
 
 def test_inventory_override_reaches_the_verdict(h100) -> None:
-    spec = resolve(load_inventory(ROOT / "inventories" / "lab.yaml"))[0]
+    spec = resolve(load_inventory(LAB_INVENTORY))[0]
     over = spec.model_copy(update={"thresholds": {**spec.thresholds, "ib_write_bw_gbit_s": Threshold(
         min=0.1, source="inventory override: lab Soft-RoCE under TCG")}})
     sku = effective_sku(h100, over)

@@ -21,6 +21,9 @@ from gpuctl.inventory import load_inventory
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import resolve
 
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+
 ROOT = Path(__file__).parents[2]
 FIX = ROOT / "tests" / "data" / "fixtures"
 
@@ -52,7 +55,7 @@ def stand_in_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture()
 def lab_bench(stand_in_tools: Path) -> tuple[dict, RunRecord, Path]:
-    loaded = load_inventory(ROOT / "inventories" / "lab.yaml")
+    loaded = load_inventory(LAB_INVENTORY)
     specs = resolve(loaded)
     targets = {s.node: SshTarget(name=s.node, address="@local") for s in specs}
     record = RunRecord.create("bench", loaded.path, root=stand_in_tools / "runs")
@@ -117,7 +120,7 @@ def test_exit_codes() -> None:
 
 
 def test_unreachable_node_could_not_run(tmp_path: Path) -> None:
-    loaded = load_inventory(ROOT / "inventories" / "lab.yaml")
+    loaded = load_inventory(LAB_INVENTORY)
     specs = resolve(loaded)
     # port 9 on loopback: nothing listens, ssh fails at once
     targets = {s.node: SshTarget(name=s.node, address="127.0.0.1", port=9, key=None,

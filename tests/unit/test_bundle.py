@@ -14,14 +14,16 @@ import pytest
 
 from gpuctl.bundle import is_private_key, make_bundle, verify_bundle
 from gpuctl.checks import CheckResult, CheckStatus, HostResult, VerifyResult
-from gpuctl.paths import inventories_dir
 from gpuctl.runrecord import RunRecord
+
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 
 NOW = dt.datetime(2025, 1, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def make_run(root: Path, tmp_path: Path) -> RunRecord:
-    rec = RunRecord.create("verify", inventories_dir() / "lab.yaml", root=root)
+    rec = RunRecord.create("verify", LAB_INVENTORY, root=root)
     hosts = {h: HostResult(h, [CheckResult(h, "nvidia_driver.gpu_count", "nvidia_driver", CheckStatus.PASS)])
              for h in ("gpu-01", "gpu-02")}
     rec.stage("verify", VerifyResult(hosts, duration_s=1.0, run_id=rec.id).as_dict())
@@ -147,11 +149,11 @@ def test_cli_bundle(tmp_path, monkeypatch):
     root = tmp_path / "runs"
     monkeypatch.setenv("GPUCTL_RUNS_DIR", str(root))
     rec = make_run(root, tmp_path)
-    r = CliRunner().invoke(main, ["bundle", str(inventories_dir() / "lab.yaml"), "--run", rec.id,
+    r = CliRunner().invoke(main, ["bundle", str(LAB_INVENTORY), "--run", rec.id,
                                   "--out", str(tmp_path / "b"), "--json"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     assert data["path"].endswith(".tar.gz") and Path(data["path"]).is_file()
     assert verify_bundle(data["path"]) == []
-    r = CliRunner().invoke(main, ["bundle", str(inventories_dir() / "lab.yaml"), "--run", "nope"])
+    r = CliRunner().invoke(main, ["bundle", str(LAB_INVENTORY), "--run", "nope"])
     assert r.exit_code == 2 and "not a run folder" in r.output

@@ -15,8 +15,10 @@ from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResu
 from gpuctl.checks.sshconfig import render_ssh_config
 from gpuctl.cli.main import main
 from gpuctl.inventory import load_inventory
-from gpuctl.paths import inventories_dir
 from tests.unit.checks_support import inventory_spec, single_h200_spec
+
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 
 GPU_CHECKS = ("gpu_present", "gpu_model", "gpu_memory", "gpu_persistence_mode", "gpu_ecc_mode", "gpu_ecc_errors",
               "gpu_retired_pages", "gpu_row_remap", "gpu_pcie_width", "gpu_pcie_gen")
@@ -113,7 +115,7 @@ def test_unreachable_hosts_are_reported_as_such(tmp_path, monkeypatch):
     is unreachable, nothing passes, and the stage lands in the run record."""
     from gpuctl.runrecord import RunRecord
 
-    loaded = load_inventory(inventories_dir() / "lab.yaml")
+    loaded = load_inventory(LAB_INVENTORY)
     specs = [s.model_copy(update={"ssh_port": 9}) for s in [inventory_spec("lab", 0)]]
     record = RunRecord.create("verify", root=tmp_path)
     result = run_verify(loaded, specs, record, roles=("base", "nvidia_driver"), timeout_s=10)
@@ -140,7 +142,7 @@ def _result() -> VerifyResult:
 def test_cli_reports_failures_and_exits_1(monkeypatch, tmp_path, as_json):
     monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path))
     monkeypatch.setattr("gpuctl.cli.verify.run_verify", lambda *a, **k: _result())
-    args = ["verify", str(inventories_dir() / "lab.yaml")] + (["--json"] if as_json else [])
+    args = ["verify", str(LAB_INVENTORY)] + (["--json"] if as_json else [])
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 1, res.output
     if as_json:
@@ -159,7 +161,7 @@ def test_cli_exit_codes(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path))
     passing = VerifyResult({"gpu-01": HostResult("gpu-01", [CheckResult("gpu-01", "a.b", "a", CheckStatus.PASS)])})
     unreachable = VerifyResult({"gpu-01": HostResult("gpu-01", [], unreachable_reason="ssh failed")})
-    inv = str(inventories_dir() / "lab.yaml")
+    inv = str(LAB_INVENTORY)
     for result, code in ((passing, 0), (unreachable, 3)):
         monkeypatch.setattr("gpuctl.cli.verify.run_verify", lambda *a, _r=result, **k: _r)
         assert CliRunner().invoke(main, ["verify", inv, "--json"]).exit_code == code

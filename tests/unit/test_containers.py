@@ -16,6 +16,9 @@ from gpuctl.lab import containers as c
 from gpuctl.lab.state import ProcessRecord
 from gpuctl.spec import KERNEL_FEATURE_ROLES, ROLE_ORDER, resolve
 
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+
 
 def test_layout_names_and_addresses_are_unique_private_and_short(tmp_path: Path) -> None:
     layouts = [c.ContainerLayout(i, tmp_path) for i in range(1, c.MAX_NODES + 1)]
@@ -148,8 +151,7 @@ def test_inventory_validates_and_marks_kernel_roles_not_applicable(tmp_path: Pat
 
 
 def test_machine_inventories_keep_node_kind_machine() -> None:
-    repo = Path(__file__).resolve().parents[2]
-    specs = resolve(load_inventory(repo / "inventories" / "lab.yaml"))
+    specs = resolve(load_inventory(LAB_INVENTORY))
     assert {s.node_kind for s in specs} == {"machine"}
     assert not any("node kind" in r for s in specs for r in s.roles.values())
 

@@ -20,6 +20,9 @@ from gpuctl.handover import (
 from gpuctl.inventory import Account, load_inventory_text
 from gpuctl.paths import inventories_dir
 
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+
 
 def keypair(folder: Path, name: str) -> str:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@x", "-f", str(folder / name)],
@@ -33,7 +36,7 @@ def keys(tmp_path):
 
 
 def loaded_with(handover: str, ssh_key: str | None = None):
-    text = (inventories_dir() / "lab.yaml").read_text()
+    text = (LAB_INVENTORY).read_text()
     if ssh_key:
         text = text.replace("key: ~/.local/state/gpuctl/lab/id_ed25519", f"key: {ssh_key}")
     return load_inventory_text(text + handover, "inv.yaml", inventories_dir())

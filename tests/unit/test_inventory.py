@@ -129,3 +129,13 @@ def test_role_vars_must_name_a_known_role_setting() -> None:
     assert load_inventory_text(ok, "inv.yaml", base_dir=inventories_dir()).inventory.role_vars
     problems = problems_of(H100 + "role_vars: {bench_tools_ncl_tests_package: x}\n")
     assert any("did you mean 'bench_tools_nccl_tests_package'" in p for p in problems)
+
+
+def test_lab_placeholder_copy_matches_the_committed_lab_inventory() -> None:
+    """Tests read tests/data/inventories/lab-placeholder.yaml because `gpuctl lab up`
+    rewrites inventories/lab.yaml; the copy must stay what the checkout ships."""
+    live = (inventories_dir() / "lab.yaml").read_text()
+    if "Written by `gpuctl lab up`" in live:
+        pytest.skip("a lab is up: inventories/lab.yaml holds the running lab's inventory")
+    copy = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+    assert copy.read_text() == live

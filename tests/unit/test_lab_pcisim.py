@@ -16,9 +16,11 @@ import pytest
 from gpuctl.inventory import load_inventory
 from gpuctl.lab.pcisim import GUEST_SCRIPT
 from gpuctl.lab.standin.profile import write_profile
-from gpuctl.paths import inventories_dir
 from gpuctl.preflight import PREFLIGHT_SCRIPT, judge_node, parse_preflight
 from gpuctl.spec import resolve
+
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
 
@@ -40,7 +42,7 @@ def preflight_in_namespace(tmp_path: Path, faults: str) -> str:
 
 
 def failures(text: str) -> dict[str, list[str]]:
-    loaded = load_inventory(inventories_dir() / "lab.yaml")
+    loaded = load_inventory(LAB_INVENTORY)
     spec = resolve(loaded, ["gpu-01"])[0]
     out: dict[str, list[str]] = {}
     for v in judge_node(parse_preflight(text), spec, loaded):

@@ -11,8 +11,10 @@ from click.testing import CliRunner
 from gpuctl import lock as lk
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.inventory import load_inventory
-from gpuctl.paths import inventories_dir
 from gpuctl.spec import NodeSpec, resolve
+
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 
 SHA_A = "a" * 64
 SHA_B = "b" * 64
@@ -20,7 +22,7 @@ SHA_B = "b" * 64
 
 @pytest.fixture(scope="module")
 def loaded():
-    return load_inventory(inventories_dir() / "lab.yaml")
+    return load_inventory(LAB_INVENTORY)
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +313,7 @@ def test_consensus_entry_takes_the_peers_majority(loaded, spec):
 def inv_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path / "runs"))
     dst = tmp_path / "lab.yaml"
-    shutil.copy(inventories_dir() / "lab.yaml", dst)
+    shutil.copy(LAB_INVENTORY, dst)
     return dst
 
 

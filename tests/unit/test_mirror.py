@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +20,12 @@ from gpuctl.mirror import (
 from gpuctl.paths import inventories_dir
 from gpuctl.spec import resolve
 
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+
 
 def loaded_with(repos: str):
-    text = (inventories_dir() / "lab.yaml").read_text() + repos
+    text = (LAB_INVENTORY).read_text() + repos
     return load_inventory_text(text, "inv.yaml", inventories_dir())
 
 
@@ -115,7 +119,7 @@ def test_cli_mirror_check(tmp_path, monkeypatch):
     repo.mkdir()
     (repo / "Packages").write_text(index_for(specs, drop=("libnccl-dev",)))
     inv = tmp_path / "inv.yaml"
-    inv.write_text((inventories_dir() / "lab.yaml").read_text()
+    inv.write_text((LAB_INVENTORY).read_text()
                    + f"repos: {{offline: true, mirror: '{repo.as_uri()}'}}\n")
     monkeypatch.setattr("gpuctl.mirror.fetch_index",
                         lambda url, timeout_s=30: parse_packages_index((repo / "Packages").read_text()))

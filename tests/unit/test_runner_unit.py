@@ -13,13 +13,15 @@ from gpuctl.cli.main import main
 from gpuctl.deploy_context import OPTIONS_KEY, SPEC_KEY, RunOptions
 from gpuctl.errors import ExitCode
 from gpuctl.inventory import load_inventory
-from gpuctl.paths import inventories_dir
 from gpuctl.runner.engine import HostResult, OpResult, one_line
 from gpuctl.runner.inventory import SshSettings, build_inventory, expand_path, ssh_host_data, ssh_targets
 from gpuctl.runner.reboot import REBOOT_GATE_KEY, RebootGate
 from gpuctl.runner.roles import RoleChoice
 from gpuctl.runner.summary import RunSummary, exit_code_for
 from gpuctl.spec import resolve
+
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +126,7 @@ def test_cli_options_parse_and_validate(tmp_path: Path) -> None:
     res = runner.invoke(main, ["plan", "--help"])
     assert res.exit_code == 0 and "--only" in res.output and "--json" in res.output
     # bad input is refused before anything connects: exit 2, no traceback
-    inv = str(inventories_dir() / "lab.yaml")
+    inv = str(LAB_INVENTORY)
     res = runner.invoke(main, ["plan", inv, "--only", "gpu_magic"])
     assert res.exit_code == 2 and "unknown role" in res.output
     res = runner.invoke(main, ["plan", inv, "--limit", "nomatch-*"])

@@ -13,6 +13,9 @@ from testinfra import backend as tbackend
 
 from gpuctl.checks import paramiko_backend as pb
 
+# the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
+LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+
 
 def _config(tmp_path: Path, strict: str, known_hosts: Path) -> Path:
     cfg = tmp_path / "ssh_config"
@@ -106,8 +109,7 @@ def test_generated_ssh_config_read_once_matches_paramiko(tmp_path) -> None:
     from gpuctl.inventory import load_inventory
     from gpuctl.spec import resolve
 
-    repo = Path(__file__).resolve().parents[2]
-    specs = resolve(load_inventory(repo / "inventories" / "lab.yaml"))
+    specs = resolve(load_inventory(LAB_INVENTORY))
     cfg = tmp_path / "ssh_config"
     cfg.write_text(render_ssh_config(specs, key="/k/id", known_hosts="/k/known hosts", strict_host_keys=False,
                                      control_dir=tmp_path))
