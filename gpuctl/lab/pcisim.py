@@ -72,9 +72,17 @@ def device(bus, dev, cls, gen, width):
     os.makedirs(d)
     for key, value in (("vendor", "0x10de"), ("device", dev), ("class", cls),
                        ("current_link_speed", GTS[gen]), ("current_link_width", str(width)),
-                       ("max_link_speed", GTS[gen]), ("max_link_width", str(profile["pcie"]["width"]))):
+                       ("max_link_speed", GTS[gen]), ("max_link_width", str(profile["pcie"]["width"])),
+                       ("irq", "0"), ("resource", "\n".join(["0x0000000000000000 " * 2 + "0x0000000000000000"] * 13))):
         with open(os.path.join(d, key), "w") as out:
             out.write(value + "\n")
+    # libpci (lspci, perftest) reads the config space: a 256-byte header with the same ids
+    config = bytearray(256)
+    config[0:2] = (0x10de).to_bytes(2, "little")
+    config[2:4] = int(dev, 16).to_bytes(2, "little")
+    config[9:12] = int(cls, 16).to_bytes(3, "little")
+    with open(os.path.join(d, "config"), "wb") as out:
+        out.write(bytes(config))
 
 gen = profile["pcie"]["generation"]
 for g in profile["gpus"]:
