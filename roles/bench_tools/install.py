@@ -6,13 +6,14 @@ nccl-tests — two explicit paths, chosen by knobs (never by guessing):
   checked against bench_tools_nccl_tests_sha256 before it is unpacked, built with
   MPI=1 against the installed CUDA, NCCL (/usr) and Open MPI, its *_perf binaries linked
   into /usr/local/bin. Rebuilt only when the tarball changed or the build is missing.
-- bench_tools_nccl_tests_package set (the lab's stand-in package "nccl-tests"): that
-  package is installed instead; the source steps report themselves not applicable.
+- bench_tools_nccl_tests_package set (a prebuilt package from the cluster's repository,
+  e.g. a site build; inventories/lab.yaml names one): that package is installed instead;
+  the source steps report themselves not applicable.
 
 The bandwidth probe: templates/bench_tools/bwprobe.cu (prints gpuctl-bwprobe JSON v1,
 see gpuctl/parsers/bandwidth.py) compiled with /usr/local/cuda-X.Y/bin/nvcc when nvcc
 exists and the source changed or the binary is missing — or, with
-bench_tools_bwprobe_package set (the lab), that package.
+bench_tools_bwprobe_package set (a prebuilt package), that package.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def install() -> None:
     install_packages(name="Install benchmark tools (" + ", ".join(distro + extra) + ")",
                      packages=distro + extra, snapshot=snap, label="benchmark tools")
 
-    # nccl-tests from source (real clusters) or from bench_tools_nccl_tests_package (lab)
+    # nccl-tests from source (default) or from bench_tools_nccl_tests_package
     by_pkg = f"nccl-tests comes from package {nccl_pkg}" if nccl_pkg else ""
     url = nccl_tests_url(spec, str(k["bench_tools_nccl_tests_source"]), ver,
                          str(k["bench_tools_nccl_tests_github_url"]))
