@@ -10,9 +10,7 @@ failure handling); this module only loads the deploy and records the run.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +21,6 @@ from typing import Any
 from gpuctl.deploy_context import RunOptions
 from gpuctl.errors import InputError
 from gpuctl.inventory import LoadedInventory
-from gpuctl.paths import roles_dir
 from gpuctl.runrecord import RunRecord, redact
 from gpuctl.spec import NodeSpec
 
@@ -33,30 +30,10 @@ DELIVERY_ROLES: tuple[str, ...] = ("handover", "package_mirror")
 
 
 def load_delivery_role(name: str, base: Path | None = None) -> ModuleType:
-    """Load `roles/<name>/install.py` (a role outside ROLE_ORDER) by path."""
-    if name not in DELIVERY_ROLES:
-        raise InputError(f"unknown delivery role {name!r}; delivery roles are: {', '.join(DELIVERY_ROLES)}")
-    path = (base or roles_dir()) / name / "install.py"
-    if not path.is_file():
-        raise InputError(f"role {name}: {path} not found")
-    mod_name = f"gpuctl_roles.{name}.install"
-    cached = sys.modules.get(mod_name)
-    if cached is not None and getattr(cached, "__file__", None) == str(path):
-        return cached
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:  # pragma: no cover
-        raise InputError(f"role {name}: cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception:
-        sys.modules.pop(mod_name, None)
-        raise
-    if not callable(getattr(module, "install", None)):
-        sys.modules.pop(mod_name, None)
-        raise InputError(f"role {name}: {path} defines no `install` deploy")
-    return module
+    """Load `roles/<name>/install.py` for a role outside ROLE_ORDER (handover, mirror)."""
+    from gpuctl.runner.roles import load_role
+
+    return load_role(name, base, known=DELIVERY_ROLES)
 
 
 @dataclass

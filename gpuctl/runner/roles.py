@@ -38,13 +38,16 @@ def role_available(name: str, base: Path | None = None) -> bool:
     return role_path(name, base).is_file()
 
 
-def load_role(name: str, base: Path | None = None) -> ModuleType:
+def load_role(name: str, base: Path | None = None, known: Iterable[str] = ROLE_ORDER) -> ModuleType:
     """Load `roles/<name>/install.py` by path and return the module (cached per path).
 
-    Raises InputError when the role does not exist or has no `install` deploy.
+    `known` lists the role names accepted (the provision order by default; delivery roles
+    such as handover pass their own list). Raises InputError when the role does not exist
+    or has no `install` deploy.
     """
-    if name not in ROLE_ORDER:
-        raise InputError(f"unknown role {name!r}; roles are: {', '.join(ROLE_ORDER)}")
+    known = tuple(known)
+    if name not in known:
+        raise InputError(f"unknown role {name!r}; roles are: {', '.join(known)}")
     path = role_path(name, base)
     if not path.is_file():
         raise InputError(f"role {name}: {path} not found")
