@@ -428,6 +428,11 @@ def start_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIMEO
     target = lab.node(node)
     if target.process is not None and target.process.alive():
         raise ExecutionError(f"{node}: already running (pid {target.process.pid})")
+    # a just-killed QEMU may still be closing its sockets (the kernel releases its memory,
+    # which ends the pid check, before its files): give the port a moment to come free
+    deadline = time.monotonic() + 15
+    while port_listening(target.ssh_port) and time.monotonic() < deadline:
+        time.sleep(0.5)
     if port_listening(target.ssh_port):
         raise ExecutionError(f"{node}: port 127.0.0.1:{target.ssh_port} is taken by another process")
     _start_qemu(lab, target)
