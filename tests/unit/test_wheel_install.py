@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,20 +22,25 @@ def test_wheel_installs_and_validates_examples_from_another_directory(tmp_path: 
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(wheel_dir), str(CHECKOUT)], check=True, capture_output=True)
     wheel = next(wheel_dir.glob("gpuctl-*.whl"))
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=True)
-    py = env_dir / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
-                   capture_output=True)
+    names = zipfile.ZipFile(wheel).namelist()
+    for shipped in ("roles/nvidia_driver/install.py", "matrices/r580-cuda13.0.yaml", "catalog/skus/hgx-h100-80gb.yaml",
+                    "templates/nvidia_repo/preferences.j2", "deploy/provision.py", "inventories/h100-8x4.yaml"):
+        assert f"gpuctl/_share/{shipped}" in names, shipped
+    # Install the wheel alone into its own folder and put it first on the path: the
+    # dependencies come from this environment, gpuctl only from the wheel.
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    env = dict(os.environ, PYTHONPATH=str(target), NO_COLOR="1")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([str(py), "-c", "import gpuctl.paths as p; print(p.share_root())"],
-                           cwd=elsewhere, capture_output=True, text=True, check=True).stdout.strip()
-    assert where.startswith(str(env_dir)) and where.endswith("_share"), where
+    where = subprocess.run([sys.executable, "-c", "import gpuctl.paths as p; print(p.share_root())"],
+                           cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert where == str(target / "gpuctl" / "_share"), where
     for inv in sorted(inventories_dir().glob("*.yaml")):
-        proc = subprocess.run([str(env_dir / "bin" / "gpuctl"), "inventory", "validate", str(inv)],
-                              cwd=elsewhere, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", "gpuctl", "inventory", "validate", str(inv)],
+                              cwd=elsewhere, env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
-    listing = subprocess.run([str(env_dir / "bin" / "gpuctl"), "matrix", "list", "--json"], cwd=elsewhere,
+    listing = subprocess.run([sys.executable, "-m", "gpuctl", "matrix", "list", "--json"], cwd=elsewhere, env=env,
                              capture_output=True, text=True, check=True).stdout
     assert "r580-cuda13.0" in listing
