@@ -217,8 +217,10 @@ def dcgm_script() -> str:
 
 
 def training_script(spec: NodeSpec, suite: Suite, run_id: str, peak_tflops: float) -> str:
-    """Write the training program (sent on stdin) to the scratch folder and run it."""
-    folder = f"{SCRATCH}/{run_id}"
+    """Write the training program (sent on stdin) to the scratch folder and run it. The folder
+    names the node: nodes that share a filesystem (several `@local` targets, a shared /tmp) must
+    not truncate each other's program while it runs."""
+    folder = f"{SCRATCH}/{run_id}/{spec.node}"
     program = f"{folder}/train_smoke.py"
     argv = ["python3", program, "--steps", str(suite.training_steps), "--nproc", str(spec.hardware.gpu_count),
             "--peak-tflops", f"{peak_tflops:g}"]

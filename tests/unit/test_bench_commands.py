@@ -122,8 +122,11 @@ def test_fio_guard_refuses_an_existing_folder_and_removes_only_its_own() -> None
 def test_training_script_quotes_and_sends_the_program(lab_specs: list[NodeSpec]) -> None:
     script = suites.training_script(lab_specs[0], suites.SUITES["quick"], "RUN1", 989.0)
     argv = shlex.split(script.strip().splitlines()[-1])
-    assert argv == ["python3", "/tmp/gpuctl-bench/RUN1/train_smoke.py", "--steps", "40", "--nproc", "8",
-                    "--peak-tflops", "989"]
+    assert argv == ["python3", f"/tmp/gpuctl-bench/RUN1/{lab_specs[0].node}/train_smoke.py", "--steps", "40",
+                    "--nproc", "8", "--peak-tflops", "989"]
+    # nodes that share a filesystem (the @local tier) never write the same program file
+    other = suites.training_script(lab_specs[1], suites.SUITES["quick"], "RUN1", 989.0)
+    assert shlex.split(other.strip().splitlines()[-1])[1] != argv[1]
 
 
 def test_ssh_options_from_inventory() -> None:
