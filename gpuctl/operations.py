@@ -135,8 +135,12 @@ def install_packages(packages: Sequence[Package | str | Want], snapshot: Package
     args = " ".join(shlex.quote(w.argument(snapshot.manager)) for w in todo)
     if snapshot.manager == "dnf":
         yield f"{DNF_INSTALL} {args}"
-    else:
-        yield f"{APT_INSTALL} {args}"
+        return
+    if snapshot.interrupted:
+        # A node that lost power or was killed mid-install: apt refuses everything until
+        # dpkg has finished (or backed out) what it was doing.
+        yield f"{APT_ENV} dpkg --force-confdef --force-confold --configure -a"
+    yield f"{APT_INSTALL} {args}"
 
 
 @operation()

@@ -23,6 +23,13 @@ from gpuctl.facts import marker
 log = logging.getLogger(__name__)
 
 RPM_LOCKS_MARK = "##gpuctl-versionlock"
+#: Printed by the dpkg fact when /var/lib/dpkg/updates holds files: dpkg was interrupted
+#: (a node lost power or was killed mid-install) and refuses every install until
+#: `dpkg --configure -a` has finished the job.
+DPKG_INTERRUPTED_MARK = "##gpuctl-dpkg-interrupted"
+#: dpkg states of a package whose install or removal did not finish.
+DPKG_UNFINISHED_STATES = frozenset({"half-installed", "unpacked", "half-configured", "triggers-awaited",
+                                    "triggers-pending"})
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,13 @@ class PackageSnapshot:
     packages: dict[str, InstalledPackage] = field(default_factory=dict)
     # dnf only: versionlock entries as "name-E:V-R" (epoch always present, no ".*")
     locks: frozenset[str] = frozenset()
+    # apt only: packages whose dpkg run did not finish (and the journal mark as "<dpkg journal>")
+    unfinished: tuple[str, ...] = ()
+
+    @property
+    def interrupted(self) -> bool:
+        """dpkg was interrupted: installs fail until `dpkg --configure -a` has run."""
+        return bool(self.unfinished)
 
     def version(self, name: str) -> str | None:
         p = self.packages.get(name)
@@ -83,19 +97,30 @@ def parse_dpkg(lines: list[str]) -> PackageSnapshot:
 
     Example line: ``nvidia-driver-580-open\\t580.95.05-0ubuntu1\\thold ok installed``.
     Status is "<want> <error> <state>"; only state "installed" counts as installed
-    (config-files, half-installed … do not), want "hold" is an apt-mark hold.
+    (config-files, half-installed … do not), want "hold" is an apt-mark hold. Packages
+    left half-way (unpacked, half-configured, "reinstreq" …) and the `DPKG_INTERRUPTED_MARK`
+    line make the snapshot `interrupted`.
     """
     pkgs: dict[str, InstalledPackage] = {}
+    unfinished: list[str] = []
     for line in lines:
+        if line.strip() == DPKG_INTERRUPTED_MARK:
+            unfinished.append("<dpkg journal>")
+            continue
         parts = line.rstrip("\n").split("\t")
         if len(parts) != 3 or not parts[0]:
             continue
         name, version, status = parts
+        name = name.split(":", 1)[0]
         words = status.split()
-        if len(words) != 3 or words[2] != "installed":
+        if len(words) != 3:
             continue
-        pkgs[name.split(":", 1)[0]] = InstalledPackage(name.split(":", 1)[0], version, held=words[0] == "hold")
-    return PackageSnapshot("apt", pkgs)
+        if words[2] in DPKG_UNFINISHED_STATES or words[1] == "reinstreq":
+            unfinished.append(name)
+        if words[2] != "installed":
+            continue
+        pkgs[name] = InstalledPackage(name, version, held=words[0] == "hold")
+    return PackageSnapshot("apt", pkgs, unfinished=tuple(unfinished))
 
 
 def parse_rpm(lines: list[str]) -> PackageSnapshot:
@@ -130,7 +155,8 @@ class DebPackages(FactBase[PackageSnapshot]):
     """Every installed deb with its exact version and hold state (one dpkg-query)."""
 
     def command(self) -> str:
-        return (marker("packages") + " dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n' 2>/dev/null || true")
+        return (marker("packages") + " dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n' 2>/dev/null;"
+                " [ -z \"$(ls -A /var/lib/dpkg/updates 2>/dev/null)\" ] || echo '" + DPKG_INTERRUPTED_MARK + "'; true")
 
     @staticmethod
     def default() -> PackageSnapshot:

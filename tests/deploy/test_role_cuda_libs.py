@@ -47,6 +47,22 @@ def test_fresh_rocky9_dnf_and_versionlock(fake, tmp_path, role, nevras, locks):
                                       "dnf versionlock add " + " ".join(locks)]
 
 
+def test_interrupted_dpkg_is_finished_before_installing(fake, tmp_path):
+    # the node was killed while cuda-toolkit was unpacking: apt would refuse every install
+    # ("dpkg was interrupted") until dpkg --configure -a has run
+    specs = fake.specs(inventory(tmp_path, "debian12"), limit=["gpu-01"])
+    killed = ["cuda-toolkit-13-0\t13.0.2-1\tinstall ok unpacked", "##gpuctl-dpkg-interrupted"]
+    h = run_role(fake, "cuda", specs, "debian12-fresh", packages=killed)
+    assert h.status == "ok", h.error
+    finish = "dpkg --force-confdef --force-confold --configure -a"
+    configure = [i for i, c in enumerate(h.execute_commands) if finish in c]
+    install = [i for i, c in enumerate(h.execute_commands) if "cuda-toolkit-13-0=13.0.2-1" in c]
+    assert configure and install and configure[0] < install[0]
+    # a healthy dpkg gets no configure step
+    clean = run_role(fake, "cuda", specs, "debian12-fresh")
+    assert not any("--configure -a" in c for c in clean.execute_commands)
+
+
 @pytest.mark.parametrize("role", ["cuda", "cudnn", "nccl", "dcgm", "ofed"])
 def test_converged_no_change(fake, tmp_path, role):
     specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])

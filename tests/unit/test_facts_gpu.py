@@ -65,6 +65,32 @@ def test_dpkg_versions_holds_and_states():
     assert snap.version("libc6") == "2.36-9+deb12u9"
 
 
+def test_dpkg_interrupted_install_is_seen():
+    # a node killed mid-install: one package unpacked, one needing reinstall, dpkg's journal not empty
+    snap = parse_dpkg([
+        "cuda-toolkit-13-0\t13.0.2-1\tinstall ok unpacked",
+        "libcudnn9-cuda-13\t9.17.0.29-1\tinstall reinstreq half-installed",
+        "libc6\t2.36-9+deb12u9\tinstall ok installed",
+    ])
+    assert snap.interrupted and snap.unfinished == ("cuda-toolkit-13-0", "libcudnn9-cuda-13")
+    assert not snap.has("cuda-toolkit-13-0", "13.0.2-1")  # unpacked is not installed
+    journal = parse_dpkg(["libc6\t2.36-9+deb12u9\tinstall ok installed", "##gpuctl-dpkg-interrupted"])
+    assert journal.interrupted and journal.unfinished == ("<dpkg journal>",)
+    assert not parse_dpkg(["libc6\t2.36-9+deb12u9\tinstall ok installed"]).interrupted
+
+
+def test_dpkg_fact_command_prints_the_journal_mark_unquoted_by_the_shell(tmp_path):
+    # the mark starts with '#': it must reach echo quoted, or the shell drops it as a comment
+    import subprocess
+
+    from gpuctl.facts.packages import DPKG_INTERRUPTED_MARK, DebPackages
+    cmd = DebPackages().command().replace("/var/lib/dpkg/updates", str(tmp_path))
+    assert DPKG_INTERRUPTED_MARK not in subprocess.run(["sh", "-c", cmd], capture_output=True, text=True).stdout
+    (tmp_path / "0001").write_text("")
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True).stdout
+    assert out.splitlines()[-1] == DPKG_INTERRUPTED_MARK
+
+
 def test_rpm_versions_and_versionlocks():
     snap = parse_rpm([
         "nvidia-open\t3:580.95.05-1.el9",
