@@ -3,8 +3,9 @@
 `load_inventory(path)` parses the file (remembering lines), validates the schema
 (unknown keys are errors, with "did you mean"), then runs the semantic rules —
 unique names and addresses, addresses inside their CIDRs, VLAN ids, racks and their
-power budget, RAID and Lustre settings, fabric rates, the SKU and matrix named — and
-raises one `InputError` listing every problem with `file:line: field: message`.
+power budget, RAID and Lustre settings, fabric rates, the package cache host, the SKU
+and matrix named — and raises one `InputError` listing every problem with
+`file:line: field: message`.
 Warnings (e.g. CPU memory below the SKU's minimum) are returned, not raised.
 """
 
@@ -42,6 +43,19 @@ _NID = re.compile(r"^(?P<addr>[0-9.]+)@(?P<net>(tcp|o2ib|kfi|gni)\d*)$")
 _LNET = re.compile(r"^(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\)(,(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\))*$")
 
 
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+
+def is_host(value: str) -> bool:
+    """An IPv4/IPv6 address or an RFC 1123 host name."""
+    try:
+        ipaddress.ip_address(value)
+        return True
+    except ValueError:
+        return bool(_HOSTNAME.match(value))
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -72,6 +86,8 @@ class Repos(_Strict):
     offline: bool = False
     cache_host: str | None = Field(default=None, description="node that runs the cluster's package cache "
                                    "(apt-cacher-ng); the other nodes fetch through it")
+    cache_address: str | None = Field(default=None, description="IP address or host name the other nodes reach "
+                                      "the cache host on (default: its address)")
     keyring_file: str | None = Field(default=None, description="signing key file name at the repo root")
     keyring_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
@@ -80,6 +96,13 @@ class Repos(_Strict):
     def _url(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^(https?|file)://\S+$", v):
             raise ValueError("must be an http(s):// or file:// URL")
+        return v
+
+    @field_validator("cache_address")
+    @classmethod
+    def _host(cls, v: str | None) -> str | None:
+        if v is not None and not is_host(v):
+            raise ValueError("must be an IP address or a host name (no scheme, port or path)")
         return v
 
 
@@ -257,6 +280,13 @@ class LoadedInventory:
         return self.path.parent
 
 
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
 def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]:
     out: list[Problem] = []
 
@@ -431,9 +461,19 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
             err(("storage", "lustre", "mount"), f"same mount point as the RAID ({raid.mount})")
 
     # package cache host
-    if inv.repos.cache_host is not None and inv.repos.cache_host not in names:
-        err(("repos", "cache_host"), f"'{inv.repos.cache_host}' is not a node of this inventory "
+    repos = inv.repos
+    if repos.cache_host is not None and repos.cache_host not in names:
+        err(("repos", "cache_host"), f"'{repos.cache_host}' is not a node of this inventory "
                                      f"(nodes: {', '.join(n.name for n in inv.nodes)})")
+    elif repos.cache_host is None and repos.cache_address is not None:
+        err(("repos", "cache_address"), "only means something with repos.cache_host (the node that runs the "
+                                        "package cache); set cache_host or remove cache_address")
+    elif repos.cache_host is not None and repos.cache_address is None and len(inv.nodes) > 1:
+        address = inv.node(repos.cache_host).address
+        if address == "@local" or _loopback(address):
+            err(("repos", "cache_host"), f"'{repos.cache_host}' has the address {address}, which the other nodes "
+                                         "cannot reach it on; set repos.cache_address to the address they use "
+                                         "(e.g. its VLAN or fabric address)")
 
     # thresholds
     for key in inv.thresholds:

@@ -2,12 +2,15 @@
 
 Cache (`repos.cache_host: <node>`): `roles/package_mirror` installs apt-cacher-ng on that
 node (port `package_mirror_port`, 3142), chained to the inventory's upstream proxy
-(`repos.apt_proxy`) when there is one. `apply_cache(loaded, specs)` points every other
-node at it: OS packages through `Acquire::http::Proxy http://<cache>:3142` (the
+(`repos.apt_proxy`) when there is one — every miss goes through it, the NVIDIA
+repository's too (the proxy must reach it); `gpuctl mirror up` runs it with the cache node's
+upstream settings (`cache_spec`), since the cache does not exist yet. `apply_cache(loaded,
+specs)` then points every node at it — the other nodes at `repos.cache_address` (default:
+the cache host's address), the cache node itself at 127.0.0.1, so that its own installs
+fill the cache: OS packages through `Acquire::http::Proxy http://<cache>:3142` (the
 nvidia_repo role's proxy drop-in) and the NVIDIA repository through apt-cacher-ng's URL
-form `http://<cache>:3142/<upstream host>/<path>` (`HTTPS///<host>/<path>` for https
-upstreams), so each .deb crosses the uplink once however many nodes install it. The
-cache node itself keeps the upstream settings.
+form `http://<cache>:3142/<upstream host[:port]>/<path>` (`HTTPS///<host>/<path>` for
+https upstreams), so each .deb crosses the uplink once however many nodes install it.
 
 Offline (`repos.offline: true`): `check_offline(specs)` reads the repository's
 `Packages` index (over http(s) or file://, from this machine) and raises InputError
@@ -18,40 +21,68 @@ anything is installed.
 from __future__ import annotations
 
 import gzip
+import ipaddress
 import logging
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
+
+import yaml
 
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.inventory import LoadedInventory
-from gpuctl.spec import NodeSpec
+from gpuctl.spec import NodeSpec, RepoSpec
 
 log = logging.getLogger(__name__)
 
-CACHE_PORT = 3142
+#: Where the cache node reaches its own apt-cacher-ng.
+LOOPBACK = "127.0.0.1"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 # --------------------------------------------------------------------------- cache
 
 
-def cache_spec(loaded: LoadedInventory, specs: Sequence[NodeSpec]) -> NodeSpec | None:
+@cache
+def _role_defaults() -> dict[str, Any]:
+    from gpuctl.paths import roles_dir
+
+    return yaml.safe_load((roles_dir() / "package_mirror" / "defaults.yaml").read_text()) or {}
+
+
+def cache_port(loaded: LoadedInventory) -> int:
+    """The cache's port: the inventory's `role_vars.package_mirror_port`, else the role's default."""
+    override = loaded.inventory.role_vars.get("package_mirror_port")
+    return int(override if override is not None else _role_defaults()["package_mirror_port"])
+
+
+def cache_address(loaded: LoadedInventory) -> str | None:
+    """How the other nodes reach the cache host: `repos.cache_address`, else its `address`."""
+    repos = loaded.inventory.repos
+    if repos.cache_host is None:
+        return None
+    return repos.cache_address or loaded.inventory.node(repos.cache_host).address
+
+
+def cache_spec(loaded: LoadedInventory) -> NodeSpec | None:
+    """The cache host's NodeSpec with its UPSTREAM repository settings (never through the
+    cache: roles/package_mirror installs apt-cacher-ng before there is one), or None."""
     name = loaded.inventory.repos.cache_host
     if name is None:
         return None
-    for s in specs:
-        if s.node == name:
-            return s
     from gpuctl.spec import resolve_node
 
     return resolve_node(loaded, loaded.inventory.node(name))
 
 
 def via_cache(url: str, cache: str) -> str:
-    """An upstream repository URL in apt-cacher-ng's form: http://cache:3142/host/path
-    (https upstreams: http://cache:3142/HTTPS///host/path)."""
+    """An upstream repository URL in apt-cacher-ng's form: http://cache:3142/host[:port]/path
+    (https upstreams: http://cache:3142/HTTPS///host[:port]/path); the upstream's port stays
+    in the host part, where apt-cacher-ng reads it (AllowUserPorts must list it)."""
     scheme, _, rest = url.partition("://")
     if scheme == "http":
         return f"{cache.rstrip('/')}/{rest}"
@@ -60,28 +91,52 @@ def via_cache(url: str, cache: str) -> str:
     raise InputError(f"{url}: only http(s) repositories can go through the package cache")
 
 
-def cache_url(address: str, port: int = CACHE_PORT) -> str:
-    return f"http://{address}:{port}"
+def cache_url(address: str, port: int) -> str:
+    try:
+        bracket = ipaddress.ip_address(address).version == 6
+    except ValueError:
+        bracket = False
+    return f"http://[{address}]:{port}" if bracket else f"http://{address}:{port}"
 
 
-def apply_cache(loaded: LoadedInventory, specs: Sequence[NodeSpec], port: int = CACHE_PORT) -> list[NodeSpec]:
-    """NodeSpecs whose repository settings go through the cache host (unchanged without one)."""
+def apply_cache(loaded: LoadedInventory, specs: Sequence[NodeSpec], port: int | None = None) -> list[NodeSpec]:
+    """NodeSpecs whose repository settings go through the cache host (unchanged without one):
+    the cache node through 127.0.0.1, every other node through `cache_address(loaded)`."""
     name = loaded.inventory.repos.cache_host
-    if name is None:
+    remote = cache_address(loaded)
+    if name is None or remote is None:
         return list(specs)
-    host = loaded.inventory.node(name)
-    cache = cache_url(host.address, port)
+    port = cache_port(loaded) if port is None else port
     out = []
     for s in specs:
-        if s.node == name or s.repo.url.startswith("file://"):
+        if s.repo.url.startswith("file://"):
             out.append(s)
             continue
+        address = LOOPBACK if s.node == name else remote
+        cache = cache_url(address, port)
         repo = s.repo.model_copy(update={
             "url": via_cache(s.repo.url, cache), "keyring_url": via_cache(s.repo.keyring_url, cache),
-            "origin": host.address, "apt_proxy": cache,
+            "origin": address, "apt_proxy": cache,
         })
         out.append(s.model_copy(update={"repo": repo}))
     return out
+
+
+def url_port(url: str) -> int | None:
+    """The TCP port of an http(s) URL (its scheme's default when none is given); None otherwise."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in _DEFAULT_PORTS:
+        return None
+    return parts.port or _DEFAULT_PORTS[parts.scheme]
+
+
+def user_ports(repo: RepoSpec, always: Iterable[int] = (80,)) -> list[int]:
+    """apt-cacher-ng's AllowUserPorts for a cache serving `repo` (UPSTREAM settings): `always`
+    (the distribution archives' plain http) plus the port of every NVIDIA repository URL the
+    nodes request through the cache (443 for https, the mirror's own port, e.g. :8080)."""
+    ports = {int(p) for p in always}
+    ports.update(p for p in (url_port(repo.url), url_port(repo.keyring_url)) if p is not None)
+    return sorted(ports)
 
 
 # ------------------------------------------------------------------------- offline
@@ -178,7 +233,7 @@ def mirror_up(loaded: LoadedInventory, record: Any = None) -> dict[str, Any]:
     """Run roles/package_mirror on the cache host (repos.cache_host)."""
     from gpuctl.rolerun import load_delivery_role, run_deploy
 
-    spec = cache_spec(loaded, [])
+    spec = cache_spec(loaded)  # upstream settings: the cache is what this installs
     if spec is None:
         raise InputError(f"{loaded.path}: repos.cache_host names no node; nothing to set up")
     role = load_delivery_role("package_mirror")

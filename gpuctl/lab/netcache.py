@@ -7,29 +7,44 @@ small proxy of our own: it forwards plain-HTTP GET/HEAD requests for the Debian
 archive hosts only, keeps immutable files (``pool/``, ``by-hash/``) forever under
 ``<cache>/apt-cache/`` and revalidates index files after a TTL (serving the stale
 copy when the archive cannot be reached), so rebuilding an image or reprovisioning
-a lab downloads nothing twice.
+a lab downloads nothing twice. Given the stand-in repository (``--repo-dir``), the proxy
+also answers for it at the address the guests know it by (``http://10.0.2.2:<repo port>/``,
+the port read from the repo server's port file), from disk: a package cache on a node
+(roles/package_mirror) chains every miss through the lab proxy, the NVIDIA repository's too.
 
-Run as ``python -m gpuctl.lab.netcache proxy|repo --dir D --port-file F``.
+Each server can append one JSON line per request it answers to an access log
+(``--access-log F``; the lab keeps ``<state dir>/access-proxy.jsonl`` and
+``access-repo.jsonl``): time, client, method, path, status, bytes sent (status line,
+headers and body) and, for the proxy, whether it came from the cache (``hit``, ``stale``),
+from upstream (``miss``) or from the stand-in repository (``repo``).
+`bytes_served(logs, since=t)` sums them — what crossed the lab's uplink to the guests
+during a run.
+
+Run as ``python -m gpuctl.lab.netcache proxy|repo --dir D --port-file F [--access-log F]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.server
+import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from gpuctl.errors import ExecutionError
-from gpuctl.lab.state import ProcessRecord, cache_root
+from gpuctl.lab.state import GUEST_HOST_ADDRESS, ProcessRecord, cache_root
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +89,106 @@ def cache_file_for(cache_dir: Path, url: str) -> Path | None:
     return cache_dir.joinpath(parts.hostname, *segments)
 
 
-class CachingProxyHandler(http.server.BaseHTTPRequestHandler):
+_ACCESS_LOCK = threading.Lock()
+
+
+class _CountingWriter:
+    """A handler's `wfile` that counts the bytes written through it."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.count = 0
+
+    def write(self, data: Any) -> Any:
+        written = self._raw.write(data)
+        self.count += memoryview(data).nbytes
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class AccessLogged(http.server.BaseHTTPRequestHandler):
+    """Appends one JSON line per answered request to `access_log` (None: no log)."""
+
+    access_log: Path | None = None
+    #: Record the proxy's cache outcome ("cache": hit | stale | miss | repo | null) in each line.
+    logs_cache = False
+
+    def setup(self) -> None:
+        super().setup()
+        self.wfile = _CountingWriter(self.wfile)  # type: ignore[assignment]
+
+    def handle_one_request(self) -> None:
+        self._status: int | None = None
+        self._cache: str | None = None
+        self.wfile.count = 0  # type: ignore[attr-defined]
+        started = time.time()
+        try:
+            super().handle_one_request()
+        finally:
+            if self._status is not None:
+                self._log_access(started)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        if isinstance(code, int):  # HTTPStatus too; "-" when unknown
+            self._status = int(code)
+        super().log_request(code, size)
+
+    def _log_access(self, started: float) -> None:
+        if self.access_log is None:
+            return
+        entry: dict[str, Any] = {
+            "time": round(started, 3), "client": self.client_address[0], "method": getattr(self, "command", "") or "",
+            "path": getattr(self, "path", ""), "status": self._status, "bytes": self.wfile.count,  # type: ignore[attr-defined]
+        }
+        if self.logs_cache:
+            entry["cache"] = self._cache
+        try:
+            with _ACCESS_LOCK, self.access_log.open("a") as fh:
+                fh.write(json.dumps(entry) + "\n")
+        except OSError as exc:
+            log.warning("cannot write the access log %s: %s", self.access_log, exc)
+
+
+def bytes_served(logs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], since: float | None = None,
+                 until: float | None = None) -> dict[str, Any]:
+    """What the lab's servers sent, from their access logs (one or several files), counting
+    requests with `since <= time < until`: {"total": bytes, "requests": n, "clients":
+    {address: bytes}, "logs": {file name: bytes}, "cache": {hit|stale|miss|repo: bytes}}.
+    A missing log is an error (the server was started without one)."""
+    paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
+    out: dict[str, Any] = {"total": 0, "requests": 0, "clients": {}, "logs": {}, "cache": {}}
+    for raw in paths:
+        path = Path(raw)
+        out["logs"].setdefault(path.name, 0)
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                when, size = float(entry["time"]), int(entry["bytes"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a killed server
+            if (since is not None and when < since) or (until is not None and when >= until):
+                continue
+            out["total"] += size
+            out["requests"] += 1
+            client = str(entry.get("client", ""))
+            out["clients"][client] = out["clients"].get(client, 0) + size
+            out["logs"][path.name] += size
+            if entry.get("cache"):
+                out["cache"][entry["cache"]] = out["cache"].get(entry["cache"], 0) + size
+    return out
+
+
+class CachingProxyHandler(AccessLogged):
     """Forward-proxy handler: absolute-URI GET/HEAD for the Debian archive hosts."""
 
     protocol_version = "HTTP/1.1"
+    logs_cache = True
     cache_dir: Path = Path("/nonexistent")
+    #: The stand-in repository and the repo server's port file (None: not served here).
+    repo_dir: Path | None = None
+    repo_port_file: Path | None = None
     server_version = "gpuctl-lab-aptcache/1"
 
     def log_message(self, format: str, *args: object) -> None:
@@ -96,6 +206,9 @@ class CachingProxyHandler(http.server.BaseHTTPRequestHandler):
     def _serve(self, send_body: bool) -> None:
         url = self.path
         parts = urllib.parse.urlsplit(url)
+        if self._is_standin_repo(parts):
+            self._serve_repo(parts.path, send_body)
+            return
         if parts.hostname not in ALLOWED_UPSTREAMS or parts.port not in (None, 80):
             self.send_error(403, f"host not allowed through the lab cache: {parts.hostname}")
             return
@@ -107,8 +220,10 @@ class CachingProxyHandler(http.server.BaseHTTPRequestHandler):
             is_immutable(parts.path) or time.time() - target.stat().st_mtime < INDEX_TTL_S
         )
         if fresh:
+            self._cache = "hit"
             self._send_file(target, send_body)
             return
+        self._cache = "miss"
         try:
             self._fetch_and_send(url, target, send_body)
         except (urllib.error.URLError, OSError) as exc:
@@ -117,9 +232,32 @@ class CachingProxyHandler(http.server.BaseHTTPRequestHandler):
                 return
             if target.is_file():
                 log.warning("upstream failed for %s (%s); serving the cached copy", url, exc)
+                self._cache = "stale"
                 self._send_file(target, send_body)
                 return
             self.send_error(502, f"upstream unreachable: {exc}")
+
+    def _is_standin_repo(self, parts: urllib.parse.SplitResult) -> bool:
+        if self.repo_dir is None or self.repo_port_file is None or parts.scheme != "http":
+            return False
+        if parts.hostname != GUEST_HOST_ADDRESS:
+            return False
+        try:
+            return parts.port == int(self.repo_port_file.read_text().strip())
+        except (OSError, ValueError):
+            return False
+
+    def _serve_repo(self, url_path: str, send_body: bool) -> None:
+        """A file of the stand-in repository, from disk (what the repo server would send)."""
+        assert self.repo_dir is not None
+        segments = [s for s in urllib.parse.unquote(url_path).split("/") if s]
+        target = self.repo_dir.joinpath(*segments) if segments else None
+        if (target is None or any(s in {".", ".."} for s in segments) or not target.is_file()
+                or self.repo_dir.resolve() not in target.resolve().parents):
+            self.send_error(404, "not in the stand-in repository")
+            return
+        self._cache = "repo"
+        self._send_file(target, send_body)
 
     def _send_file(self, target: Path, send_body: bool) -> None:
         size = target.stat().st_size
@@ -174,20 +312,28 @@ class CachingProxyHandler(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True
 
 
-class QuietRepoHandler(http.server.SimpleHTTPRequestHandler):
+class QuietRepoHandler(AccessLogged, http.server.SimpleHTTPRequestHandler):
     """Static files from the stand-in repository; requests go to the log."""
 
     def log_message(self, format: str, *args: object) -> None:
         log.info("%s " + format, self.address_string(), *args)
 
 
-def _serve(kind: str, directory: Path, port_file: Path) -> None:
+def _serve(kind: str, directory: Path, port_file: Path, access_log: Path | None = None,
+           repo: Path | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    if access_log is not None:
+        access_log.parent.mkdir(parents=True, exist_ok=True)
+        access_log.touch()
     if kind == "proxy":
-        handler = type("Handler", (CachingProxyHandler,), {"cache_dir": directory})
+        handler = type("Handler", (CachingProxyHandler,), {
+            "cache_dir": directory, "access_log": access_log, "repo_dir": repo,
+            "repo_port_file": port_file.with_name("repo.port") if repo is not None else None})
     else:
+        repo_handler = type("RepoHandler", (QuietRepoHandler,), {"access_log": access_log})
+
         def handler(*args: object, **kwargs: object) -> QuietRepoHandler:
-            return QuietRepoHandler(*args, directory=str(directory), **kwargs)  # type: ignore[arg-type]
+            return repo_handler(*args, directory=str(directory), **kwargs)  # type: ignore[arg-type]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # type: ignore[arg-type]
     server.daemon_threads = True
     port = int(server.server_address[1])
@@ -198,8 +344,12 @@ def _serve(kind: str, directory: Path, port_file: Path) -> None:
     server.serve_forever()
 
 
-def start_server(kind: str, directory: Path, run_dir: Path, timeout: float = 20.0) -> tuple[int, ProcessRecord]:
-    """Start a detached server ('proxy' or 'repo') and return (port, process record)."""
+def start_server(kind: str, directory: Path, run_dir: Path, timeout: float = 20.0,
+                 access_log: Path | None = None, repo: Path | None = None) -> tuple[int, ProcessRecord]:
+    """Start a detached server ('proxy' or 'repo') and return (port, process record);
+    with `access_log`, it appends a JSON line per request there (see `bytes_served`); a proxy
+    given `repo` also serves that stand-in repository for the repo server started with the
+    same `run_dir` (its port file), at the address the guests know it by."""
     if kind not in {"proxy", "repo"}:
         raise ValueError(kind)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -212,6 +362,10 @@ def start_server(kind: str, directory: Path, run_dir: Path, timeout: float = 20.
     marker = f"--port-file={port_file}"
     argv = [sys.executable, "-m", "gpuctl.lab.netcache", kind, f"--dir={directory}", marker,
             f"--log={log_file}"]
+    if access_log is not None:
+        argv.append(f"--access-log={access_log}")
+    if repo is not None and kind == "proxy":
+        argv.append(f"--repo-dir={repo}")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     deadline = time.monotonic() + timeout
@@ -233,12 +387,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", required=True, type=Path)
     parser.add_argument("--port-file", required=True, type=Path)
     parser.add_argument("--log", type=Path)
+    parser.add_argument("--access-log", type=Path, help="append one JSON line per request here")
+    parser.add_argument("--repo-dir", type=Path,
+                        help="proxy: also serve this stand-in repository (port from repo.port next to --port-file)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         filename=str(args.log) if args.log else None, level=logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
     )
-    _serve(args.kind, args.dir, args.port_file)
+    _serve(args.kind, args.dir, args.port_file, args.access_log, args.repo_dir)
 
 
 if __name__ == "__main__":

@@ -285,11 +285,13 @@ def up(
     started = time.monotonic()
     try:
         run_dir = sdir / "run"
-        state.proxy_port, state.proxy = start_server("proxy", apt_cache_dir(), run_dir)
+        state.proxy_port, state.proxy = start_server("proxy", apt_cache_dir(), run_dir,
+                                                     access_log=state.access_log("proxy"), repo=repo_dir())
         save_state(state)
         image = build_image(proxy_port=state.proxy_port)
         state.image_dir = str(image.directory)
-        state.repo_port, state.repo_http = start_server("repo", repo_dir(), run_dir)
+        state.repo_port, state.repo_http = start_server("repo", repo_dir(), run_dir,
+                                                        access_log=state.access_log("repo"))
         save_state(state)
         _start_vde(state)
         save_state(state)

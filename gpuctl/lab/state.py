@@ -123,6 +123,13 @@ class LabState:
         """The stand-in repository as the guests see it."""
         return f"http://{GUEST_HOST_ADDRESS}:{self.repo_port}/"
 
+    def access_log(self, kind: str) -> Path:
+        """The access log of the lab's apt proxy ('proxy') or stand-in repository server
+        ('repo'): JSON lines, summed by `gpuctl.lab.netcache.bytes_served`."""
+        if kind not in {"proxy", "repo"}:
+            raise ValueError(kind)
+        return Path(self.state_dir) / f"access-{kind}.jsonl"
+
     def processes(self) -> dict[str, ProcessRecord]:
         """Every process the lab started, by a readable name."""
         found: dict[str, ProcessRecord] = {}

@@ -1,12 +1,15 @@
 """package_mirror: apt-cacher-ng on the cluster's cache host (inventory repos.cache_host).
 
-Runs on the cache host only (`gpuctl mirror up`, or the turnkey before provisioning):
-installs apt-cacher-ng — through the inventory's upstream proxy when there is one, since
-this runs before nvidia_repo writes any proxy setting — writes gpuctl's drop-in (port,
-bind address, cache folder, expiry, upstream proxy), restarts the service only when the
-drop-in changed, and keeps it enabled and running. The other nodes are pointed at it by
-`gpuctl.mirror.apply_cache` (their NodeSpec's repo settings); this role changes nothing
-on them.
+Runs on the cache host only (`gpuctl mirror up`, or the turnkey before provisioning), with
+the cache host's UPSTREAM repository settings (`gpuctl.mirror.cache_spec`: the cache does
+not exist yet): installs apt-cacher-ng — through the inventory's upstream proxy when there
+is one — writes gpuctl's drop-in (port, bind address, cache folder, expiry, the upstream
+ports the nodes may request (AllowUserPorts: 80 plus the NVIDIA repository's) and the
+upstream proxy, which every cache miss goes through — the NVIDIA repository's too, unlike a
+node without a cache, which fetches it DIRECT: apt-cacher-ng 3.x has no per-host exception),
+restarts the service only when the drop-in changed, and keeps it enabled and running. Every node — the cache host
+itself included, through 127.0.0.1 — is pointed at it by `gpuctl.mirror.apply_cache` (their
+NodeSpec's repo settings, applied by the nvidia_repo role); this role changes nothing else.
 """
 
 from __future__ import annotations
@@ -15,11 +18,9 @@ import hashlib
 import logging
 import shlex
 from io import StringIO
-from pathlib import Path
 from typing import Any
 
 import jinja2
-import yaml
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, deploy, operation
 from pyinfra.facts.files import Sha256File
@@ -27,16 +28,16 @@ from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
 from gpuctl.deploy_context import node_spec
+from gpuctl.mirror import user_ports
+from gpuctl.operations import role_knobs
 from gpuctl.paths import templates_dir
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS = Path(__file__).with_name("defaults.yaml")
-
 
 def knobs() -> dict[str, Any]:
-    data = yaml.safe_load(_DEFAULTS.read_text()) or {}
-    return {k: (v if host.data.get(k) is None else host.data.get(k)) for k, v in data.items()}
+    """roles/package_mirror/defaults.yaml, each overridable (host data, inventory role_vars)."""
+    return role_knobs("package_mirror")
 
 
 def render_conf(**values: Any) -> str:
@@ -79,9 +80,10 @@ def install() -> None:
     install_cache_packages(name=f"Install {', '.join(packages)}", packages=packages, installed=installed,
                            proxy=spec.repo.apt_proxy)
     path = str(k["package_mirror_conf_file"])
+    ports = user_ports(spec.repo, always=[int(p) for p in k["package_mirror_user_ports"]])
     conf = render_conf(port=int(k["package_mirror_port"]), bind_address=k["package_mirror_bind_address"],
                        cache_dir=k["package_mirror_cache_dir"], expire_days=int(k["package_mirror_expire_days"]),
-                       upstream_proxy=spec.repo.apt_proxy)
+                       user_ports=ports, upstream_proxy=spec.repo.apt_proxy)
     changed = put_text(name=f"Configure apt-cacher-ng on port {k['package_mirror_port']} ({path})", path=path,
                        content=conf, current_sha256=host.get_fact(Sha256File, path=path))
     service = str(k["package_mirror_service"])

@@ -1,5 +1,6 @@
 """roles/package_mirror on @fake hosts: apt-cacher-ng installed through the upstream proxy,
-its drop-in written, restarted only when the drop-in changed; converged host: no changes."""
+its drop-in written (AllowUserPorts with the NVIDIA repository's port), restarted only when
+the drop-in changed; converged host: no changes."""
 
 from __future__ import annotations
 
@@ -16,13 +17,21 @@ from gpuctl.rolerun import load_delivery_role
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
 LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+CONF = "/etc/apt-cacher-ng/gpuctl.conf"
 
 pytestmark = pytest.mark.deploy
 
 
-def cache_host_spec(repos: str = "repos: {cache_host: gpu-01, apt_proxy: 'http://10.0.2.2:3128'}\n"):
-    loaded = load_inventory_text((LAB_INVENTORY).read_text() + repos, "inv.yaml", inventories_dir())
-    return cache_spec(loaded, [])
+def cache_host_spec(repos: str = "repos: {cache_host: gpu-01, cache_address: 10.100.0.11, "
+                                 "apt_proxy: 'http://10.0.2.2:3128'}\n", role_vars: str = ""):
+    text = LAB_INVENTORY.read_text().replace("role_vars:\n", "role_vars:\n" + role_vars)
+    loaded = load_inventory_text(text + repos, "inv.yaml", inventories_dir())
+    return cache_spec(loaded)
+
+
+def conf_lines(conf: str) -> dict[str, str]:
+    pairs = (ln.partition(":") for ln in conf.splitlines() if ln and not ln.startswith("#"))
+    return {k.strip(): v.strip() for k, _, v in pairs}
 
 
 def test_fresh_cache_host(fake):
@@ -32,33 +41,51 @@ def test_fresh_cache_host(fake):
     assert h.status == "ok", h.error
     install = next(c for c in h.execute_commands if "apt-get" in c and "install" in c)
     assert "Acquire::http::Proxy=http://10.0.2.2:3128" in install and "apt-cacher-ng" in install
-    conf = h.files["/etc/apt-cacher-ng/gpuctl.conf"]
+    conf = h.files[CONF]
     assert "Port: 3142" in conf and "Proxy: http://10.0.2.2:3128" in conf and "BindAddress: 0.0.0.0" in conf
     assert h.op("Restart apt-cacher-ng after its configuration changed").status == "changed"
+
+
+def test_allow_user_ports_include_the_nvidia_repository_port(fake):
+    # apt-cacher-ng refuses upstream ports other than 80 unless AllowUserPorts lists them
+    # (space-separated: a comma is a fatal "Bad port in AllowUserPorts")
+    spec = cache_host_spec("repos: {cache_host: gpu-01, cache_address: 10.100.0.11, apt_proxy: 'http://10.0.2.2:3128', "
+                           "mirror: 'http://10.0.2.2:43211/'}\n")
+    conf = fake.run(load_delivery_role("package_mirror").install, [spec])["gpu-01"].files[CONF]
+    assert conf_lines(conf)["AllowUserPorts"] == "80 43211"
+    https = fake.run(load_delivery_role("package_mirror").install, [cache_host_spec()])["gpu-01"].files[CONF]
+    assert conf_lines(https)["AllowUserPorts"] == "80 443"
+
+
+def test_allow_user_ports_from_role_vars(fake):
+    spec = cache_host_spec(role_vars="  package_mirror_user_ports: ['80', '8080']\n")
+    conf = fake.run(load_delivery_role("package_mirror").install, [spec])["gpu-01"].files[CONF]
+    assert conf_lines(conf)["AllowUserPorts"] == "80 443 8080"
 
 
 def test_converged_cache_host_changes_nothing(fake):
     spec = cache_host_spec()
     first = fake.run(load_delivery_role("package_mirror").install, [spec])
-    conf = first["gpu-01"].files["/etc/apt-cacher-ng/gpuctl.conf"]
+    conf = first["gpu-01"].files[CONF]
     digest = hashlib.sha256(conf.encode()).hexdigest()
     run = fake.run(load_delivery_role("package_mirror").install, [spec], responses={
         "dpkg-query -W": "apt-cacher-ng install ok installed",
-        re.compile(r"sha256sum .*gpuctl\.conf"): f"{digest}  /etc/apt-cacher-ng/gpuctl.conf",
+        re.compile(r"sha256sum .*gpuctl\.conf"): f"{digest}  {CONF}",
         "--property SubState": ["Id=apt-cacher-ng.service", "SubState=running"],
         "--property UnitFileState": ["Id=apt-cacher-ng.service", "UnitFileState=enabled"],
     })
     h = run["gpu-01"]
     assert h.status == "ok", h.error
     assert not any("apt-get" in c for c in h.execute_commands)
-    assert "/etc/apt-cacher-ng/gpuctl.conf" not in h.files
+    assert CONF not in h.files
     assert not any(re.search(r"systemctl (re)?start", c) for c in h.commands)
     assert h.changed_ops == []
 
 
 def test_no_upstream_proxy(fake):
-    spec = cache_host_spec("repos: {cache_host: gpu-02}\n")
+    spec = cache_host_spec("repos: {cache_host: gpu-02, cache_address: 10.100.0.12}\n")
     run = fake.run(load_delivery_role("package_mirror").install, [spec])
     h = run["gpu-02"]
-    assert "Proxy:" not in h.files["/etc/apt-cacher-ng/gpuctl.conf"]
+    conf = h.files[CONF]
+    assert "Proxy:" not in conf
     assert not any("Acquire::http::Proxy" in c for c in h.commands)

@@ -11,10 +11,12 @@ from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory_text
 from gpuctl.mirror import (
     apply_cache,
+    cache_spec,
     check_offline,
     fetch_index,
     missing_packages,
     parse_packages_index,
+    user_ports,
     via_cache,
 )
 from gpuctl.paths import inventories_dir
@@ -39,25 +41,84 @@ def index_for(specs, drop: tuple[str, ...] = (), other_version: dict[str, str] |
     return "\n".join(stanzas)
 
 
+NVIDIA = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+# the lab's nodes are 127.0.0.1 to gpuctl (forwarded SSH ports); they reach each other on the VLAN
+VLAN = "repos: {cache_host: gpu-01, cache_address: 10.100.0.11, apt_proxy: 'http://10.0.2.2:3128'}\n"
+
+
 def test_via_cache_forms():
     assert via_cache("http://deb.example/debian/", "http://10.0.0.1:3142") == "http://10.0.0.1:3142/deb.example/debian/"
-    assert (via_cache("https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
-                      "http://10.0.0.1:3142")
+    assert (via_cache(NVIDIA, "http://10.0.0.1:3142")
             == "http://10.0.0.1:3142/HTTPS///developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/")
     with pytest.raises(InputError):
         via_cache("ftp://x/", "http://c:3142")
 
 
-def test_cache_host_points_other_nodes_at_it():
-    loaded = loaded_with("repos: {cache_host: gpu-01, apt_proxy: 'http://10.0.2.2:3128'}\n")
-    specs = {s.node: s for s in resolve(loaded)}  # resolve applies the cache
-    head, other = specs["gpu-01"], specs["gpu-02"]
-    assert head.repo.apt_proxy == "http://10.0.2.2:3128"  # the cache host keeps the upstream
-    assert other.repo.apt_proxy == "http://127.0.0.1:3142"
-    assert other.repo.url == "http://127.0.0.1:3142/HTTPS///developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
-    assert other.repo.keyring_url.startswith("http://127.0.0.1:3142/HTTPS///")
-    assert other.repo.origin == "127.0.0.1"
-    assert other.repo.keyring_sha256 == head.repo.keyring_sha256  # the key is still verified
+def test_via_cache_keeps_the_upstream_port_in_the_host_part():
+    # apt-cacher-ng reads http://cache:3142/<host>:<port>/<path> (and checks <port> against AllowUserPorts)
+    assert (via_cache("http://10.0.2.2:43211/debian12/x86_64/", "http://10.100.0.11:3142")
+            == "http://10.100.0.11:3142/10.0.2.2:43211/debian12/x86_64/")
+    assert (via_cache("https://mirror.example:8443/cuda/", "http://c:3142/")
+            == "http://c:3142/HTTPS///mirror.example:8443/cuda/")
+
+
+def test_other_nodes_fetch_through_the_cache_address():
+    specs = {s.node: s for s in resolve(loaded_with(VLAN))}  # resolve applies the cache
+    other = specs["gpu-02"]
+    assert other.repo.apt_proxy == "http://10.100.0.11:3142"
+    assert other.repo.url == "http://10.100.0.11:3142/HTTPS///developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    assert other.repo.keyring_url.startswith("http://10.100.0.11:3142/HTTPS///")
+    assert other.repo.origin == "10.100.0.11"
+    assert other.repo.keyring_sha256 == cache_spec(loaded_with(VLAN)).repo.keyring_sha256  # still verified
+
+
+def test_the_cache_node_fetches_through_its_own_cache():
+    # its installs fill the cache: with 2 nodes the uplink carries each .deb once, not twice
+    head = {s.node: s for s in resolve(loaded_with(VLAN))}["gpu-01"]
+    assert head.repo.apt_proxy == "http://127.0.0.1:3142"
+    assert head.repo.url == "http://127.0.0.1:3142/HTTPS///developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    assert head.repo.keyring_url.startswith("http://127.0.0.1:3142/HTTPS///")
+    assert head.repo.origin == "127.0.0.1"
+
+
+def test_cache_address_defaults_to_the_cache_hosts_address():
+    text = LAB_INVENTORY.read_text().replace("address: 127.0.0.1, ssh_port: 22201", "address: 10.0.0.11")
+    loaded = load_inventory_text(text + "repos: {cache_host: gpu-01}\n", "inv.yaml", inventories_dir())
+    other = {s.node: s for s in resolve(loaded)}["gpu-02"]
+    assert other.repo.apt_proxy == "http://10.0.0.11:3142" and other.repo.origin == "10.0.0.11"
+
+
+def test_cache_port_from_role_vars():
+    text = LAB_INVENTORY.read_text().replace("role_vars:\n", "role_vars:\n  package_mirror_port: 3999\n")
+    loaded = load_inventory_text(text + VLAN, "inv.yaml", inventories_dir())
+    specs = {s.node: s for s in resolve(loaded)}
+    assert specs["gpu-02"].repo.apt_proxy == "http://10.100.0.11:3999"
+    assert specs["gpu-01"].repo.apt_proxy == "http://127.0.0.1:3999"
+
+
+def test_mirror_up_installs_the_cache_with_upstream_settings():
+    # the cache does not exist yet when roles/package_mirror runs: its spec must not point at it
+    spec = cache_spec(loaded_with(VLAN))
+    assert spec.node == "gpu-01"
+    assert spec.repo.apt_proxy == "http://10.0.2.2:3128"
+    assert spec.repo.url == NVIDIA and spec.repo.origin == "developer.download.nvidia.com"
+    assert cache_spec(loaded_with("")) is None
+
+
+def test_mirror_up_runs_the_role_with_the_upstream_spec(monkeypatch):
+    import gpuctl.rolerun
+    from gpuctl.mirror import mirror_up
+
+    seen = []
+
+    def fake_run_deploy(loaded, specs, deploy, **kw):
+        seen.extend(specs)
+        return gpuctl.rolerun.DeployRun(command="mirror")
+
+    monkeypatch.setattr(gpuctl.rolerun, "run_deploy", fake_run_deploy)
+    mirror_up(loaded_with(VLAN))
+    assert [s.node for s in seen] == ["gpu-01"]
+    assert seen[0].repo.apt_proxy == "http://10.0.2.2:3128" and seen[0].repo.url == NVIDIA
 
 
 def test_no_cache_host_changes_nothing():
@@ -66,9 +127,53 @@ def test_no_cache_host_changes_nothing():
     assert apply_cache(loaded, specs) == specs
 
 
+def test_file_repositories_are_not_cached():
+    specs = {s.node: s for s in resolve(loaded_with(
+        "repos: {cache_host: gpu-01, cache_address: 10.100.0.11, mirror: 'file:///srv/nvidia'}\n"))}
+    assert specs["gpu-02"].repo.url.startswith("file:///srv/nvidia/") and specs["gpu-02"].repo.apt_proxy is None
+
+
 def test_cache_host_must_be_a_node():
     with pytest.raises(InputError, match=r"repos\.cache_host: 'head-01' is not a node"):
         loaded_with("repos: {cache_host: head-01}\n")
+
+
+def test_cache_address_needs_a_cache_host():
+    with pytest.raises(InputError) as exc:
+        loaded_with("repos: {cache_address: 10.100.0.11}\n")
+    line = len(LAB_INVENTORY.read_text().splitlines()) + 1
+    assert f"inv.yaml:{line}: repos.cache_address: only means something with repos.cache_host" in str(exc.value)
+
+
+@pytest.mark.parametrize("bad", ["http://10.100.0.11:3142", "10.100.0.11:3142", "cache host", "-bad-", "a/b"])
+def test_cache_address_must_be_an_address_or_host_name(bad):
+    with pytest.raises(InputError, match=r"repos\.cache_address: must be an IP address or a host name"):
+        loaded_with(f"repos: {{cache_host: gpu-01, cache_address: '{bad}'}}\n")
+
+
+@pytest.mark.parametrize("good", ["10.100.0.11", "cache-01.cluster.internal", "fd00::11"])
+def test_cache_address_accepts_addresses_and_host_names(good):
+    loaded = loaded_with(f"repos: {{cache_host: gpu-01, cache_address: '{good}'}}\n")
+    other = {s.node: s for s in resolve(loaded)}["gpu-02"]
+    expected = f"[{good}]" if ":" in good else good
+    assert other.repo.apt_proxy == f"http://{expected}:3142"
+
+
+def test_a_loopback_cache_host_needs_a_cache_address():
+    # gpu-01 is 127.0.0.1 to gpuctl (a forwarded port): gpu-02 cannot reach the cache there
+    with pytest.raises(InputError, match=r"repos\.cache_host: 'gpu-01' has the address 127\.0\.0\.1.*cache_address"):
+        loaded_with("repos: {cache_host: gpu-01}\n")
+
+
+def test_allow_user_ports_for_the_nvidia_repository():
+    https = cache_spec(loaded_with(VLAN)).repo
+    assert user_ports(https) == [80, 443]
+    lab = cache_spec(loaded_with("repos: {cache_host: gpu-01, cache_address: 10.100.0.11, "
+                                 "mirror: 'http://10.0.2.2:43211/'}\n")).repo
+    assert user_ports(lab) == [80, 43211]
+    plain = cache_spec(loaded_with("repos: {cache_host: gpu-01, cache_address: 10.100.0.11, "
+                                   "mirror: 'http://mirror/'}\n")).repo
+    assert user_ports(plain, always=[80]) == [80]
 
 
 def test_parse_packages_index():
