@@ -205,6 +205,18 @@ def start_cmd(node: str) -> None:
     console().print(f"{node}: SSH after {waited:.0f} s")
 
 
+@lab_group.command("replace")
+@click.argument("node")
+@handle_errors
+def replace_cmd(node: str) -> None:
+    """Replace NODE as after a hardware swap: fresh root disk, blank NVMe drives, same
+    name and address; rehearse `gpuctl rebuild --host NODE` on it."""
+    from gpuctl.lab.nodes import replace_node
+
+    waited = replace_node(node)
+    console().print(f"{node}: replaced (fresh disk, blank NVMe); SSH after {waited:.0f} s")
+
+
 @lab_group.command("image")
 @click.option("--force", is_flag=True, help="Rebuild even if the cached image exists.")
 @json_option

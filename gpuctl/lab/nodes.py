@@ -442,6 +442,36 @@ def start_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIMEO
     return wait_for_ssh(target, timeout, state=lab) if wait else 0.0
 
 
+def replace_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIMEOUT_S,
+                 state: LabState | None = None) -> float:
+    """Replace a node as a hardware swap would: power it off (SIGKILL if running), give it a
+    fresh root disk from the base image and blank NVMe drives, and boot it on the same
+    name, port, MACs and emulated GPUs. What a rebuild must restore is then really gone.
+
+    Returns the seconds until SSH answered (0.0 if `wait` is False)."""
+    lab = state or _require_state()
+    target = lab.node(node)
+    if target.process is not None and target.process.alive():
+        stop_process(target.process, f"qemu:{node}", hard=True)
+    image = image_for(lab)
+    overlay = Path(target.overlay)
+    overlay.unlink(missing_ok=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.disk), "-F", "raw", str(overlay)],
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    for path in target.nvme:
+        with Path(path).open("wb") as fh:  # truncate to zero, then back to size: all blocks read as zeros
+            fh.truncate(lab.nvme_size_gb * 1024**3)
+    target.process = None
+    save_state(lab)
+    waited = start_node(node, wait=wait, timeout=timeout, state=lab)
+    if wait:
+        from gpuctl.lab.standin.profile import push_profile
+
+        push_profile(target.name, lab.sku, target.index, state=lab)
+    log.info("%s: replaced (fresh disk, blank NVMe)", node)
+    return waited
+
+
 def lab_inventory_template() -> Path:
     """The checked-in lab inventory whose schema and fixed sections `lab up` keeps."""
     from gpuctl.paths import inventories_dir

@@ -64,3 +64,4 @@ def _session_lab() -> Iterator[LabState]:
     listening = [p for p in _lab_ports(current) if p and port_listening(p)]
     assert not left, f"lab processes still running after lab down: {left}"
     assert not listening, f"lab ports still listening after lab down: {listening}"
+

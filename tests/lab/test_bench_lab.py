@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from labrun import provision_lab
 
 from gpuctl.cli.main import main
 from gpuctl.lab.ssh import ssh_run
@@ -36,9 +37,7 @@ def bench_inventory(lab: LabState, tmp_path_factory: pytest.TempPathFactory) -> 
     ready = all(ssh_run(n.name, "test -d /sys/class/infiniband/rxe0 && command -v ib_write_bw",
                         state=lab, timeout=60).returncode == 0 for n in lab.nodes)
     if not ready:
-        r = CliRunner().invoke(main, ["provision", lab.inventory_path])
-        if r.exit_code != 0:
-            pytest.fail(f"provisioning the lab failed (exit {r.exit_code}):\n{r.output[-3000:]}")
+        provision_lab(lab.inventory_path, tmp_path_factory.mktemp("provision-runs"), "--no-verify")
     return path
 
 

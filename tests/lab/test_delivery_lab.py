@@ -5,11 +5,10 @@ Needs the QEMU lab (`lab` fixture) and a full provision of it (several minutes u
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
+from labrun import gpuctl_json, provision_lab
 
 from gpuctl import lock as lk
 from gpuctl.inventory import load_inventory
@@ -22,17 +21,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def provisioned(lab, tmp_path_factory):
-    from gpuctl.runner.bootstrap import ensure_patched
-
-    ensure_patched()
-    from gpuctl.runner.run import RunRequest, execute
-
     runs = tmp_path_factory.mktemp("runs")
-    inv = Path(lab.inventory_path)
-    summary = execute(RunRequest(inventory=inv, verify=False), dry=False, console=Console(file=io.StringIO()),
-                      record_root=runs)
-    assert int(summary.exit_code()) == 0, summary.to_json()
-    return load_inventory(inv), runs
+    provision_lab(lab.inventory_path, runs, "--no-verify")
+    return load_inventory(Path(lab.inventory_path)), runs
 
 
 def test_lock_drift_and_a_hand_change(provisioned, lab, tmp_path):
@@ -56,16 +47,16 @@ def test_lock_drift_and_a_hand_change(provisioned, lab, tmp_path):
 
 def test_rebuild_fresh_node_to_the_lock(provisioned, lab, tmp_path):
     loaded, runs = provisioned
-    recreate = getattr(lab_nodes, "recreate_node", None) or getattr(lab_nodes, "reset_node", None)
-    if recreate is None:
-        pytest.skip("gpuctl.lab.nodes has no function that gives a node a fresh overlay (recreate_node)")
     lock_file = tmp_path / "lab.lock.yaml"
     lk.lock(loaded, record=RunRecord.create("lock", root=runs), path=lock_file)
-    recreate("gpu-02", state=lab)
+    lab_nodes.replace_node("gpu-02", state=lab, timeout=600)
+    assert ssh_run("gpu-02", "dpkg-query -W nvidia-driver", state=lab).returncode != 0  # really fresh
     before = lk.drift(loaded, path=lock_file)
     assert any(d.node == "gpu-02" for d in before.items)  # the fresh node has nothing installed
-    out = lk.rebuild(loaded, "gpu-02", RunRecord.create("rebuild", root=runs), path=lock_file,
-                     verify=False, bench=None)
-    assert out.provision["status"] == "ok", out.provision
-    assert out.drift.clean, [d.message() for d in out.drift.items]
+    code, out, err = gpuctl_json("rebuild", str(loaded.path), "--host", "gpu-02", "--lock-file", str(lock_file),
+                                 "--bench-suite", "none", runs=runs)
+    assert out["provision"]["status"] == "ok", (out["provision"], err[-2000:])
+    assert out["drift"]["status"] == "clean", out["drift"]
+    assert out["verify"]["status"] == "pass", out["verify"]
+    assert code == 0 and out["status"] == "ok", out
     assert lk.drift(loaded, path=lock_file).clean

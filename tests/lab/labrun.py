@@ -1,0 +1,35 @@
+"""Helpers for lab tests: run gpuctl as a user would, in its own process."""
+
+from __future__ import annotations
+
+import os
+
+
+def gpuctl_json(*args: str, runs: str | os.PathLike[str] | None = None,
+                timeout: float = 3600) -> tuple[int, dict, str]:
+    """Run `python -m gpuctl ARGS --json` as a user would (its own process: gevent is patched
+    before anything else, as in the console script) → (exit code, JSON, stderr)."""
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NO_COLOR="1")
+    if runs is not None:
+        env["GPUCTL_RUNS_DIR"] = str(runs)
+    proc = subprocess.run([sys.executable, "-m", "gpuctl", *args, "--json"], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"gpuctl {' '.join(args)} (exit {proc.returncode}) printed no JSON:\n"
+                             f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}") from None
+    return proc.returncode, out, proc.stderr
+
+
+def provision_lab(inventory: str | os.PathLike[str], runs: str | os.PathLike[str], *extra: str) -> dict:
+    """`gpuctl provision INVENTORY --yes --json [extra]`; fails the test unless every host is ok."""
+    code, out, err = gpuctl_json("provision", str(inventory), "--yes", *extra, runs=runs)
+    bad = {n: h.get("error") for n, h in out.get("hosts", {}).items() if h.get("status") != "ok"}
+    assert code == 0 and not bad, f"provision exit {code}: {bad or out.get('verify', {}).get('status')}\n{err[-2000:]}"
+    return out
