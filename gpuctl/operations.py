@@ -140,7 +140,21 @@ def install_packages(packages: Sequence[Package | str | Want], snapshot: Package
         # A node that lost power or was killed mid-install: apt refuses everything until
         # dpkg has finished (or backed out) what it was doing.
         yield f"{APT_ENV} dpkg --force-confdef --force-confold --configure -a"
+    pinned = [w.argument("apt") for w in todo if w.version is not None]
+    if pinned:
+        yield apt_index_guard(pinned)
     yield f"{APT_INSTALL} {args}"
+
+
+def apt_index_guard(pinned: Sequence[str]) -> str:
+    """One shell command: `apt-get update` unless apt's index already knows every
+    ``name=version`` in `pinned`. Runs only when something is to be installed (a converged
+    host never gets it); it catches a matrix moved to a release published after the node's
+    last index refresh — the repository's source did not change, so nvidia_repo did not
+    update, and apt would answer "Version … was not found"."""
+    checks = " ".join(shlex.quote(p) for p in pinned)
+    return (f"for p in {checks}; do apt-cache show \"$p\" 2>/dev/null | grep -q '^Package:' || "
+            f"{{ {APT_ENV} apt-get update -q; break; }}; done")
 
 
 @operation()

@@ -63,6 +63,26 @@ def test_interrupted_dpkg_is_finished_before_installing(fake, tmp_path):
     assert not any("--configure -a" in c for c in clean.execute_commands)
 
 
+def test_index_refreshed_only_when_a_pinned_version_is_unknown(fake, tmp_path):
+    # the matrix moved to a release published after the node's last `apt-get update`: the
+    # install is preceded by a guard that refreshes apt's index unless it knows every pin
+    specs = fake.specs(inventory(tmp_path, "debian12"), limit=["gpu-01"])
+    h = run_role(fake, "nccl", specs, "debian12-fresh")
+    guard = [c for c in h.execute_commands if c.startswith("for p in ")]
+    assert len(guard) == 1 and "libnccl2=2.27.7-1+cuda13.0" in guard[0] and "apt-get update" in guard[0]
+    assert h.execute_commands.index(guard[0]) == h.execute_commands.index(
+        next(c for c in h.execute_commands if "apt-get install" in c)) - 1
+    import subprocess
+    update = "DEBIAN_FRONTEND=noninteractive apt-get update -q"
+    fake_update = guard[0].replace(update, "echo UPDATE")
+    # this machine's apt knows no libnccl2: the guard refreshes; for a version it knows, it does not
+    assert subprocess.run(["sh", "-c", fake_update], capture_output=True, text=True).stdout.strip() == "UPDATE"
+    known = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "dpkg"], capture_output=True, text=True).stdout
+    from gpuctl.operations import apt_index_guard
+    quiet = apt_index_guard([f"dpkg={known}"]).replace(update, "echo UPDATE")
+    assert subprocess.run(["sh", "-c", quiet], capture_output=True, text=True).stdout.strip() == ""
+
+
 @pytest.mark.parametrize("role", ["cuda", "cudnn", "nccl", "dcgm", "ofed"])
 def test_converged_no_change(fake, tmp_path, role):
     specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
