@@ -74,6 +74,14 @@ def boots(lab: Any, node: str) -> list[str]:
     return [ln for ln in sh(lab, node, "cat /var/lib/gpuctl-test-boots 2>/dev/null || true").splitlines() if ln]
 
 
+def installed(abbrev: str) -> bool:
+    """dpkg's ${db:Status-Abbrev}: 'ii ' installed, 'hi ' installed and held."""
+    return abbrev[1:2] == "i"
+
+
+DCGM_STATUS = "dpkg-query -W -f='${db:Status-Abbrev}' datacenter-gpu-manager-4-core 2>/dev/null || true"
+
+
 def host_errors(out: dict) -> dict:
     return {n: h["error"] for n, h in out["hosts"].items() if h["status"] != "ok"}
 
@@ -84,9 +92,7 @@ def converged(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     with the boot counter installed."""
     runs = tmp_path_factory.mktemp("rollout-runs")
     want = base_version(lab)
-    if any(loaded_driver(lab, n.name) != want for n in lab.nodes) or any(
-            "ii" not in sh(lab, n.name, "dpkg-query -W -f='${db:Status-Abbrev}' datacenter-gpu-manager-4-core "
-                                        "2>/dev/null || true") for n in lab.nodes):
+    if any(loaded_driver(lab, n.name) != want or not installed(sh(lab, n.name, DCGM_STATUS)) for n in lab.nodes):
         proc, out = provision(lab.inventory_path, runs)
         assert proc.returncode == 0, host_errors(out) or proc.stderr[-3000:]
     for n in lab.nodes:
@@ -109,13 +115,12 @@ def test_node_killed_mid_provision_others_finish_and_rerun_completes_it(converge
     killed_during = "the run"
     deadline = time.monotonic() + 1200
     while time.monotonic() < deadline and run.poll() is None:
-        probe = ssh_run(victim, "pgrep -f 'apt-get install' >/dev/null && echo apt; "
-                                "dpkg-query -W -f='${db:Status-Abbrev}' datacenter-gpu-manager-4-core 2>/dev/null",
-                        state=lab, timeout=30)
-        if probe.stdout.startswith("apt"):
+        probe = ssh_run(victim, f"pgrep -f 'apt-get install' >/dev/null && echo apt; {DCGM_STATUS}",
+                        state=lab, timeout=30).stdout
+        if probe.startswith("apt"):
             killed_during = "apt-get install"
             break
-        if "ii" in probe.stdout:
+        if installed(probe):
             break  # DCGM already back: kill now, the run still has its later roles to do
         time.sleep(0.3)
     assert run.poll() is None, "provision ended before the node could be killed"
@@ -139,7 +144,7 @@ def test_node_killed_mid_provision_others_finish_and_rerun_completes_it(converge
     assert all(h["status"] == "ok" for h in second["hosts"].values())
     assert second["hosts"][survivor]["changed"] == 0  # nothing left to do there
     assert second["verify"]["status"] == "pass"
-    assert "ii " in sh(lab, victim, "dpkg-query -W -f='${db:Status-Abbrev}' datacenter-gpu-manager-4-core")
+    assert sh(lab, victim, DCGM_STATUS).startswith("hi")  # back, and held
     print(f"\nkilled {victim} during {killed_during}; its dpkg state after the restart:\n{dpkg_state}"
           f"rerun changed {second['hosts'][victim]['changed']} operation(s) there")
 
