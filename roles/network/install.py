@@ -241,7 +241,7 @@ def nccl_conf(spec: NodeSpec, path: str) -> Any:
                 yield StringCommand(f": render {path} once the RoCE v2 GID index is known ({why})")
             return
         note = f"NCCL_IB_GID_INDEX discovered: RoCE v2 IPv4 GID of {', '.join(p.hca for p in spec.fabric.ports)}"
-    content = render("nccl.conf.j2", node=spec.node, gid_note=note, settings=nccl_settings(spec, index))
+    content = render("nccl.conf.j2", gid_note=note, settings=nccl_settings(spec, index))
     if "\n".join(host.get_fact(TextFile, path=path)).rstrip("\n") == content.rstrip("\n"):
         host.noop(f"{path} is up to date")
         return

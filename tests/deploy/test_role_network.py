@@ -24,7 +24,7 @@ RXE_ABSENT = "absent rxe0"
 RXE_PRESENT = (DATA / "rxe0-gids.txt").read_text()
 LINKS_CONVERGED = (DATA / "ip-addr-converged.json").read_text()
 LINKS_FRESH = (DATA / "ip-addr-fresh.json").read_text()
-NCCL = ("# Managed by gpuctl (network role) from the inventory's fabric for gpu-01.\n"
+NCCL = ("# Managed by gpuctl (network role) from the inventory's fabric (no node-specific content).\n"
         "# NCCL_IB_GID_INDEX discovered: RoCE v2 IPv4 GID of rxe0\n"
         "NCCL_IB_GID_INDEX=3\nNCCL_IB_HCA==rxe0\nNCCL_IB_TC=106\nNCCL_SOCKET_IFNAME==eth1\n")
 

@@ -194,10 +194,13 @@ def _other_driver_version(current: str) -> str:
 
 def _driver_mismatch(run: Runner, clear: bool) -> str:
     if clear:
-        return run(_record("", "driver_mismatch")
-                   + "mods=$(lsmod | awk '$1 ~ /^nvidia_(uvm|modeset|peermem)$/{print $1}')\n"
-                   "rmmod $mods nvidia 2>/dev/null || true\nmodprobe nvidia\n"
-                   "for m in $mods; do modprobe $m; done\ncat /sys/module/nvidia/version\n")
+        # reload the installed module and every dependent the injection unloaded (recorded as mods=)
+        return run("line=$(grep '^driver_mismatch ' " + FAULTS_PATH + " 2>/dev/null || true)\n"
+                   "was=$(echo \"$line\" | sed -n 's/.*mods=\\([^ ]*\\).*/\\1/p' | tr ',' ' ')\n"
+                   "now=$(lsmod | awk '$1 ~ /^nvidia_(uvm|modeset|peermem)$/{print $1}')\n"
+                   "rmmod $now nvidia 2>/dev/null || true\nmodprobe nvidia\n"
+                   "for m in $was $now; do modprobe $m; done\n" + _record("", "driver_mismatch")
+                   + "cat /sys/module/nvidia/version\n")
     current = run("cat /sys/module/nvidia/version 2>/dev/null || true").strip()
     if not current:
         raise ExecutionError("driver_mismatch: the nvidia module is not loaded on this node (provision the "
@@ -211,7 +214,9 @@ def _driver_mismatch(run: Runner, clear: bool) -> str:
     run(f"mkdir -p /run/gpuctl-lab && base64 -d > {path}", input=blob)
     return run("set -e\nmods=$(lsmod | awk '$1 ~ /^nvidia_(uvm|modeset|peermem)$/{print $1}')\n"
                f"rmmod $mods nvidia\ninsmod {path}\n"
-               + _record(f"driver_mismatch loaded={other} installed={current}", "driver_mismatch")
+               + _record("", "driver_mismatch")
+               + f"echo \"driver_mismatch loaded={other} installed={current} mods=$(echo $mods | tr ' ' ',')\" >> "
+                 f"{FAULTS_PATH}\n"
                + "echo \"loaded $(cat /sys/module/nvidia/version), installed "
                "$(modinfo -F version nvidia)\"\n")
 
