@@ -132,8 +132,8 @@ def _script(fault: Fault, gpu: int | None, clear: bool, profile_rate_gbps: float
         if clear:
             return ("line=$(grep '^ib_port_down ' " + FAULTS_PATH + " || true)\n"
                     "[ -n \"$line\" ] || { echo 'ib_port_down is not active'; exit 0; }\n"
-                    "dev=$(echo \"$line\" | sed -n 's/.*dev=\\([^ ]*\\).*/\\1/p'); "
-                    "nd=$(echo \"$line\" | sed -n 's/.*netdev=\\([^ ]*\\).*/\\1/p')\n"
+                    "dev=$(echo \"$line\" | sed -n 's/.* dev=\\([^ ]*\\).*/\\1/p'); "
+                    "nd=$(echo \"$line\" | sed -n 's/.* netdev=\\([^ ]*\\).*/\\1/p')\n"
                     "rdma link add \"$dev\" type rxe netdev \"$nd\"\n" + _record("", name)
                     + "rdma link show\n")
         return (_rxe_netdev_sh()
@@ -156,7 +156,7 @@ def _raid_script(clear: bool) -> str:
     if clear:
         return ("line=$(grep '^raid_degraded ' " + FAULTS_PATH + " || true)\n"
                 "[ -n \"$line\" ] || { echo 'raid_degraded is not active'; exit 0; }\n"
-                "get() { echo \"$line\" | sed -n \"s/.*$1=\\([^ ]*\\).*/\\1/p\"; }\n"
+                "get() { echo \"$line\" | sed -n \"s/.* $1=\\([^ ]*\\).*/\\1/p\"; }\n"
                 "md=$(get md); dev=$(get dev); how=$(get how); mnt=$(get mnt)\n"
                 "if [ \"$how\" = mdadm ]; then mdadm /dev/$md --add /dev/$dev\n"
                 "else echo 1 > /sys/bus/pci/rescan; sleep 2; udevadm settle || true\n"
