@@ -33,3 +33,26 @@ def provision_lab(inventory: str | os.PathLike[str], runs: str | os.PathLike[str
     bad = {n: h.get("error") for n, h in out.get("hosts", {}).items() if h.get("status") != "ok"}
     assert code == 0 and not bad, f"provision exit {code}: {bad or out.get('verify', {}).get('status')}\n{err[-2000:]}"
     return out
+
+
+_CONVERGED: set[str] = set()
+
+
+def ensure_provisioned(inventory: str | os.PathLike[str], runs: str | os.PathLike[str]) -> None:
+    """Every role applied to the lab once per test session (`provision --no-verify`); later
+    callers reuse it. A test that leaves the nodes changed calls `lab_changed()`."""
+    key = os.fspath(inventory)
+    if key in _CONVERGED:
+        return
+    provision_lab(key, runs, "--no-verify")
+    _CONVERGED.add(key)
+
+
+def lab_changed() -> None:
+    """The next `ensure_provisioned` provisions again."""
+    _CONVERGED.clear()
+
+
+def mark_converged(inventory: str | os.PathLike[str]) -> None:
+    """A test's own successful full provision left the lab converged."""
+    _CONVERGED.add(os.fspath(inventory))

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from labrun import provision_lab
+from labrun import ensure_provisioned
 
 from gpuctl.cli.main import main
-from gpuctl.lab.ssh import ssh_run
 from gpuctl.lab.state import LabState
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -34,10 +33,7 @@ def bench_inventory(lab: LabState, tmp_path_factory: pytest.TempPathFactory) -> 
     data.setdefault("thresholds", {})["ib_write_bw_gbit_s"] = {"min": 0.01, "source": SOFT_ROCE_SOURCE}
     path = tmp_path_factory.mktemp("bench") / "lab-bench.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    ready = all(ssh_run(n.name, "test -d /sys/class/infiniband/rxe0 && command -v ib_write_bw",
-                        state=lab, timeout=60).returncode == 0 for n in lab.nodes)
-    if not ready:
-        provision_lab(lab.inventory_path, tmp_path_factory.mktemp("provision-runs"), "--no-verify")
+    ensure_provisioned(lab.inventory_path, tmp_path_factory.mktemp("provision-runs"))
     return path
 
 

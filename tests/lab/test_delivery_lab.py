@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from labrun import gpuctl_json, provision_lab
+from labrun import ensure_provisioned, gpuctl_json, lab_changed, mark_converged
 
 from gpuctl import lock as lk
 from gpuctl.inventory import load_inventory
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def provisioned(lab, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
-    provision_lab(lab.inventory_path, runs, "--no-verify")
+    ensure_provisioned(lab.inventory_path, runs)
     return load_inventory(Path(lab.inventory_path)), runs
 
 
@@ -36,7 +36,9 @@ def test_lock_drift_and_a_hand_change(provisioned, lab, tmp_path):
     assert versions and all(v is not None for v in versions.values()), versions
     assert entry.kernel and entry.files.get("/etc/nccl.conf")
     assert lk.drift(loaded, path=lock_file).clean
+    mark_converged(loaded.path)
     # a hand change on one node: nccl.conf edited and a package un-held
+    lab_changed()
     ssh_run("gpu-02", "echo NCCL_DEBUG=INFO >> /etc/nccl.conf && apt-mark unhold libnccl2", state=lab, check=True)
     report = lk.drift(loaded, path=lock_file)
     found = {(d.node, d.kind, d.key) for d in report.items}
@@ -49,6 +51,7 @@ def test_rebuild_fresh_node_to_the_lock(provisioned, lab, tmp_path):
     loaded, runs = provisioned
     lock_file = tmp_path / "lab.lock.yaml"
     lk.lock(loaded, record=RunRecord.create("lock", root=runs), path=lock_file)
+    lab_changed()
     lab_nodes.replace_node("gpu-02", state=lab, timeout=600)
     assert ssh_run("gpu-02", "dpkg-query -W nvidia-driver", state=lab).returncode != 0  # really fresh
     before = lk.drift(loaded, path=lock_file)
@@ -60,3 +63,4 @@ def test_rebuild_fresh_node_to_the_lock(provisioned, lab, tmp_path):
     assert out["verify"]["status"] == "pass", out["verify"]
     assert code == 0 and out["status"] == "ok", out
     assert lk.drift(loaded, path=lock_file).clean
+    mark_converged(loaded.path)

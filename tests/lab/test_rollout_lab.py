@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from labrun import ensure_provisioned, lab_changed, mark_converged
 
 from gpuctl.lab.nodes import kill_node, start_node
 from gpuctl.lab.ssh import ssh_run
@@ -90,11 +91,7 @@ def host_errors(out: dict) -> dict:
 def converged(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The lab at its own matrix, every role applied (a no-op when an earlier test did it),
     with the boot counter installed."""
-    runs = tmp_path_factory.mktemp("rollout-runs")
-    want = base_version(lab)
-    if any(loaded_driver(lab, n.name) != want or not installed(sh(lab, n.name, DCGM_STATUS)) for n in lab.nodes):
-        proc, out = provision(lab.inventory_path, runs)
-        assert proc.returncode == 0, host_errors(out) or proc.stderr[-3000:]
+    ensure_provisioned(lab.inventory_path, tmp_path_factory.mktemp("rollout-runs"))
     for n in lab.nodes:
         ssh_run(n.name, "cat > /etc/systemd/system/gpuctl-test-bootlog.service && systemctl daemon-reload && "
                         "systemctl enable -q gpuctl-test-bootlog.service", state=lab, check=True,
@@ -105,6 +102,7 @@ def converged(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_node_killed_mid_provision_others_finish_and_rerun_completes_it(converged: Any, tmp_path: Path) -> None:
     lab = converged
     victim, survivor = lab.nodes[-1].name, lab.nodes[0].name
+    lab_changed()
     # give the victim real work: DCGM removed (held packages, so apt must be told)
     sh(lab, victim, "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q --allow-change-held-packages "
                     "datacenter-gpu-manager-4-cuda13 datacenter-gpu-manager-4-core >/dev/null")
@@ -145,6 +143,7 @@ def test_node_killed_mid_provision_others_finish_and_rerun_completes_it(converge
     assert second["hosts"][survivor]["changed"] == 0  # nothing left to do there
     assert second["verify"]["status"] == "pass"
     assert sh(lab, victim, DCGM_STATUS).startswith("hi")  # back, and held
+    mark_converged(lab.inventory_path)
     print(f"\nkilled {victim} during {killed_during}; its dpkg state after the restart:\n{dpkg_state}"
           f"rerun changed {second['hosts'][victim]['changed']} operation(s) there")
 
@@ -198,12 +197,14 @@ def test_driver_version_change_reboots_each_node_once_and_rolls_back(converged: 
     build_repo(matrices=[*matrix_names(), str(variant)])
     repo_s = time.monotonic() - t0
 
+    lab_changed()
     t0 = time.monotonic()
     up = _rollout(lab, inv, tmp_path / "runs", NEW_DRIVER)
     up_s = time.monotonic() - t0
     t0 = time.monotonic()
     down = _rollout(lab, Path(lab.inventory_path), tmp_path / "runs", old)
     down_s = time.monotonic() - t0
+    mark_converged(lab.inventory_path)
     print(f"\nrepo rebuild {repo_s:.0f} s; upgrade {old} → {NEW_DRIVER}: {up_s:.0f} s "
           f"({ {n: h['changed'] for n, h in up['hosts'].items()} } changed); rollback: {down_s:.0f} s "
           f"({ {n: h['changed'] for n, h in down['hosts'].items()} } changed)")
