@@ -199,7 +199,11 @@ def _driver_mismatch(run: Runner, clear: bool) -> str:
                    "was=$(echo \"$line\" | sed -n 's/.*mods=\\([^ ]*\\).*/\\1/p' | tr ',' ' ')\n"
                    "now=$(lsmod | awk '$1 ~ /^nvidia_(uvm|modeset|peermem)$/{print $1}')\n"
                    "rmmod $now nvidia 2>/dev/null || true\nmodprobe nvidia\n"
-                   "for m in $was $now; do modprobe $m; done\n" + _record("", "driver_mismatch")
+                   "for m in $was $now; do modprobe $m; done\n"
+                   # services that stopped on the mismatched module come back with the right one
+                   "for svc in nvidia-fabricmanager nvidia-persistenced; do\n"
+                   "  if systemctl is-enabled -q $svc 2>/dev/null; then systemctl reset-failed $svc 2>/dev/null;"
+                   " systemctl restart $svc || true; fi\ndone\n" + _record("", "driver_mismatch")
                    + "cat /sys/module/nvidia/version\n")
     current = run("cat /sys/module/nvidia/version 2>/dev/null || true").strip()
     if not current:
