@@ -4,7 +4,8 @@ Order: node-local benchmarks (nccl-tests per node, the bandwidth probe, fio, gds
 dcgmi diag, the training run) on every node in parallel, each node running its own
 benchmarks one after another; then ib_write_bw and ib_write_lat per HCA between node
 pairs, round by round (`gpuctl.bench.pairing`); then the multi-node all_reduce over MPI,
-launched from the first node. Raw outputs (command, exit status, stdout, stderr) go to
+launched from the first node with SSH trust set up for that run only (`gpuctl.bench.mpissh`)
+and removed afterwards. Raw outputs (command, exit status, stdout, stderr) go to
 `raw/<host>/<test>.txt`; the judged results to `stages/bench.json` (shape: `run_bench`).
 """
 
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.bench import remote, suites
+from gpuctl.bench import mpissh, remote, suites
 from gpuctl.bench.judge import Judged, effective_sku, judge_output, nccl_series, not_applicable, result_dict
 from gpuctl.bench.pairing import pairing_rounds
 from gpuctl.bench.programs import program_text
@@ -182,17 +183,74 @@ class BenchRun:
     # ---------------------------------------------------------------- multi-node
 
     def run_multi_node(self) -> None:
+        """The all_reduce over MPI from the first live node, with SSH trust for this run
+        only (`gpuctl.bench.mpissh`): the key is installed, used and revoked here."""
         live = [s for s in self.specs if s.node not in self.reachable]
         subject = Subject(node=f"{len(live)} nodes")
         head = live[0]
-        script = suites.multi_node_script(live, self.suite, self.record.id)
-        self.progress(f"multi-node all_reduce from {head.node} over {len(live)} nodes")
-        res = remote.run(self.targets[head.node], script, self.suite.timeout_s)
-        raw = self.keep(self.cluster, head.node, "all_reduce_multi_node", res)
-        judged = self.judge_result("nccl", res, self.sku(head), subject)
-        self.cluster.add(judged.verdicts, "all_reduce_multi_node", None, raw)
-        if judged.parsed is not None:
-            self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", "all_reduce_multi_node"))
+        test = "all_reduce_multi_node"
+
+        def cannot(reason: str) -> None:  # the SSH trust could not be set up: a node or controller to fix
+            self.cluster.add([could_not_run("multi_node_busbw_gb_s", reason, subject, Remediation.RECONFIGURE)],
+                             test, None, None)
+
+        try:
+            key = mpissh.generate_key(self.record.id)
+        except mpissh.TrustError as exc:
+            cannot(f"cannot make the run's SSH key on this machine: {exc}")
+            return
+        sent: list[str] = []  # nodes the authorized_keys line went to
+        authorized: dict[str, CmdResult] = {}
+        placed = True  # whether the head's key folder may be this run's (then it is removed)
+        try:
+            self.progress(f"multi-node: SSH trust for this run ({key.marker}) on {len(live)} nodes")
+            hosts = [suites.mpi_host(s) for s in live]
+            setup = remote.run(self.targets[head.node], mpissh.head_setup_script(key, hosts), 60, stdin=key.private)
+            self.keep(self.cluster, head.node, "mpi_ssh_key", setup)
+            placed = setup.exit_status != suites.EXIT_SCRATCH_EXISTS
+            if not setup.ok:
+                cannot(f"cannot place the run's SSH key on {head.node}: {_reason(setup)}")
+                return
+            addresses = mpissh.from_addresses(hosts, setup.stdout)
+            valid_s = self.suite.timeout_s + mpissh.EXPIRY_MARGIN_S
+            sent = [s.node for s in live]
+            authorized = remote.run_parallel(
+                {s.node: (self.targets[s.node], mpissh.authorize_script(key, addresses, valid_s)) for s in live}, 60)
+            for node, res in authorized.items():
+                self.keep(self.cluster, node, "mpi_ssh_authorize", res)
+            failed = [(node, res) for node, res in authorized.items() if not res.ok]
+            if failed:
+                cannot("cannot authorize the run's SSH key on "
+                       + "; ".join(f"{node}: {_reason(res)}" for node, res in failed))
+                return
+            script = suites.multi_node_script(live, self.suite, self.record.id, mpissh.rsh_args(key))
+            self.progress(f"multi-node all_reduce from {head.node} over {len(live)} nodes")
+            res = remote.run(self.targets[head.node], script, self.suite.timeout_s)
+            raw = self.keep(self.cluster, head.node, test, res)
+            judged = self.judge_result("nccl", res, self.sku(head), subject)
+            self.cluster.add(judged.verdicts, test, None, raw)
+            if judged.parsed is not None:
+                self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", test))
+        finally:
+            self.revoke(key, head.node if placed else None, sent, authorized)
+
+    def revoke(self, key: mpissh.RunKey, head: str | None, sent: Sequence[str],
+               authorized: dict[str, CmdResult]) -> None:
+        """Remove the run's authorized_keys line from every node it was sent to and the key
+        folder from the head (`head`, None when it is not this run's); a node where that
+        fails is named in the log (its line expires on its own)."""
+        nodes = list(sent) + ([head] if head is not None and head not in sent else [])
+        jobs = {node: (self.targets[node],
+                       mpissh.revoke_script(key, remove_if_created=node in authorized
+                                            and mpissh.created(authorized[node].stdout), head=node == head))
+                for node in nodes}
+        results = remote.run_parallel(jobs, 60)
+        for node, res in results.items():
+            self.keep(self.cluster, node, "mpi_ssh_revoke", res)
+            if not res.ok:
+                log.warning("%s: could not remove the run's SSH key (%s): %s; it expires by itself",
+                            node, key.marker, _reason(res))
+                self.progress(f"{node}: could not remove the run's SSH key ({key.marker}): {_reason(res)}")
 
     # ---------------------------------------------------------------- all
 
@@ -243,6 +301,13 @@ class BenchRun:
             "cluster": self.cluster.as_dict(),
             "nccl_series": sorted(self.series, key=lambda x: ("multi" in x["test"], x["label"], x["test"])),
         }
+
+
+def _reason(res: CmdResult) -> str:
+    """The last line a failed command said, or its exit status."""
+    if res.timed_out:
+        return f"timed out after {res.duration_s:.0f} s"
+    return (res.stderr.strip().splitlines() or res.stdout.strip().splitlines() or [f"exit {res.exit_status}"])[-1]
 
 
 KIND_CHECK = {"nccl": "nccl", "bandwidth": "bandwidth", "fio": "fio", "gdsio": "gdsio", "dcgm": "dcgm",

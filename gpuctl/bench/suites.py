@@ -9,6 +9,7 @@ under the RAID mount that they create (failing if it exists) and remove on exit.
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,25 +101,46 @@ def mpi_env(specs: Sequence[NodeSpec]) -> dict[str, str]:
     return env
 
 
-def mpirun_argv(hostfile: str, specs: Sequence[NodeSpec], test: str, max_bytes: str) -> list[str]:
-    """mpirun over SSH: one rank per GPU, nccl-tests with one GPU per rank."""
+def mpi_networks(specs: Sequence[NodeSpec]) -> list[str]:
+    """The networks of the nodes' hostfile addresses (first fabric port, with its prefix),
+    for Open MPI's own TCP traffic; empty when a node has no fabric address (then Open MPI
+    picks interfaces itself). Without it Open MPI also tries interfaces every node has
+    under the same address (docker0, a QEMU user network) and can hang."""
+    nets: list[str] = []
+    for spec in specs:
+        port = next((p for p in spec.fabric.ports if p.address), None)
+        if port is None or port.address is None or "/" not in port.address:
+            return []
+        net = str(ipaddress.ip_interface(port.address).network)
+        if net not in nets:
+            nets.append(net)
+    return nets
+
+
+def mpirun_argv(hostfile: str, specs: Sequence[NodeSpec], test: str, max_bytes: str, rsh_args: str) -> list[str]:
+    """mpirun over SSH: one rank per GPU, nccl-tests with one GPU per rank. `rsh_args` are
+    the ssh options of the daemons' launch (`gpuctl.bench.mpissh.rsh_args`); every daemon is
+    launched from this node (no tree spawn), the only one holding the run's key."""
     per_node = specs[0].hardware.gpu_count
     total = sum(s.hardware.gpu_count for s in specs)
     argv = ["mpirun", "--allow-run-as-root", "--hostfile", hostfile, "-np", str(total),
             "--map-by", f"ppr:{per_node}:node", "--bind-to", "none",
-            "--mca", "plm_rsh_args", "-o BatchMode=yes -o StrictHostKeyChecking=accept-new",
-            "-x", "PATH", "-x", "LD_LIBRARY_PATH"]
+            "--mca", "plm_rsh_args", rsh_args, "--mca", "plm_rsh_no_tree_spawn", "1"]
+    nets = ",".join(mpi_networks(specs))
+    if nets:
+        argv += ["--mca", "oob_tcp_if_include", nets, "--mca", "btl_tcp_if_include", nets]
+    argv += ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]
     for key, value in sorted(mpi_env(specs).items()):
         argv += ["-x", f"{key}={value}"]
     return argv + nccl_argv(test, max_bytes, 1)
 
 
-def multi_node_script(specs: Sequence[NodeSpec], suite: Suite, run_id: str) -> str:
+def multi_node_script(specs: Sequence[NodeSpec], suite: Suite, run_id: str, rsh_args: str) -> str:
     """Run on the first node: write the hostfile, then mpirun across all nodes."""
     hostfile = f"{SCRATCH}/{run_id}/hostfile"
     return (preamble() + f"mkdir -p {shlex.quote(SCRATCH + '/' + run_id)}\n"
             f"cat > {shlex.quote(hostfile)} <<'GPUCTL_HOSTFILE'\n{hostfile_text(specs)}GPUCTL_HOSTFILE\n"
-            + shlex.join(mpirun_argv(hostfile, specs, "all_reduce_perf", suite.nccl_max_bytes)) + "\n")
+            + shlex.join(mpirun_argv(hostfile, specs, "all_reduce_perf", suite.nccl_max_bytes, rsh_args)) + "\n")
 
 
 def bwprobe_script() -> str:

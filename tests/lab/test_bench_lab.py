@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from labrun import ensure_provisioned
 
 from gpuctl.cli.main import main
+from gpuctl.lab.ssh import ssh_run
 from gpuctl.lab.state import LabState
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -71,6 +72,21 @@ def test_ib_write_bw_really_ran_over_soft_roce(bench_json: dict) -> None:
     assert bw[0]["status"] == "pass", bw[0]["message"]
     assert bw[0]["value"] > 0 and "Soft-RoCE" in bw[0]["source"]
     assert "rxe0" in bw[0]["subject"]
+
+
+def test_multi_node_all_reduce_ran_over_mpi(bench_json: dict, lab: LabState) -> None:
+    """mpirun reached the other node over SSH with the run's own key (gpuctl.bench.mpissh),
+    the stand-in ranks answered as an MPI=1 nccl-tests (16 ranks, a bus bandwidth), and the
+    key was revoked afterwards: no `gpuctl-bench-` line is left on any node."""
+    multi = [r for r in bench_json["cluster"]["results"] if r["test"] == "all_reduce_multi_node"]
+    busbw = [r for r in multi if r["check"] == "multi_node_busbw_gb_s"]
+    assert busbw, multi
+    assert busbw[0]["status"] in {"pass", "warn"}, busbw[0]["message"]
+    assert busbw[0]["value"] > 0
+    for n in lab.nodes:
+        left = ssh_run(n.name, "grep -c gpuctl-bench- /root/.ssh/authorized_keys || true; "
+                       "ls -d /tmp/gpuctl-bench/*/mpi-ssh-* 2>/dev/null | wc -l", state=lab, timeout=60)
+        assert left.stdout.split() == ["0", "0"], (n.name, left.stdout)
 
 
 def test_fio_ran_on_the_raid_mount(bench_json: dict) -> None:

@@ -63,20 +63,43 @@ def test_hostfile_falls_back_to_node_address(ib_specs: list[NodeSpec]) -> None:
 
 
 def test_mpirun_ring_only_for_two_nodes(lab_specs: list[NodeSpec], ib_specs: list[NodeSpec]) -> None:
-    two = suites.mpirun_argv("/h", lab_specs, "all_reduce_perf", "1G")
+    two = suites.mpirun_argv("/h", lab_specs, "all_reduce_perf", "1G", "-o BatchMode=yes")
     assert "NCCL_ALGO=Ring" in two and two[two.index("-np") + 1] == "16"
     assert two[two.index("--map-by") + 1] == "ppr:8:node"
     assert two[-9:] == suites.nccl_argv("all_reduce_perf", "1G", 1)
-    four = suites.mpirun_argv("/h", ib_specs, "all_reduce_perf", "1G")
+    four = suites.mpirun_argv("/h", ib_specs, "all_reduce_perf", "1G", "-o BatchMode=yes")
     assert not any(a.startswith("NCCL_ALGO") for a in four) and four[four.index("-np") + 1] == "32"
 
 
+def _mca(argv: list[str]) -> dict[str, str]:
+    return {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--mca"}
+
+
+def test_mpirun_launches_from_the_head_only_on_the_fabric(lab_specs: list[NodeSpec], ib_specs: list[NodeSpec]) -> None:
+    mca = _mca(suites.mpirun_argv("/h", lab_specs, "all_reduce_perf", "1G", "-i /k -o BatchMode=yes"))
+    assert mca["plm_rsh_args"] == "-i /k -o BatchMode=yes"
+    assert mca["plm_rsh_no_tree_spawn"] == "1"  # only the head holds the run's key
+    # Open MPI's own TCP stays on the hostfile's network (every lab guest has 10.0.2.15 on eth0)
+    assert mca["oob_tcp_if_include"] == mca["btl_tcp_if_include"] == "192.168.50.0/24"
+    assert _mca(suites.mpirun_argv("/h", ib_specs, "all_reduce_perf", "1G", ""))["oob_tcp_if_include"] == \
+        "192.168.0.0/16"
+
+
+def test_no_interface_restriction_without_fabric_addresses(lab_specs: list[NodeSpec]) -> None:
+    bare = [s.model_copy(update={"fabric": s.fabric.model_copy(update={"ports": ()})}) for s in lab_specs]
+    assert suites.mpi_networks(bare) == []
+    mca = _mca(suites.mpirun_argv("/h", bare, "all_reduce_perf", "1G", ""))
+    assert "oob_tcp_if_include" not in mca and "btl_tcp_if_include" not in mca
+    assert suites.hostfile_text(bare) == "127.0.0.1 slots=8\n127.0.0.1 slots=8\n"
+
+
 def test_multi_node_script_is_valid_bash(lab_specs: list[NodeSpec]) -> None:
-    script = suites.multi_node_script(lab_specs, suites.SUITES["quick"], "20250101T000000-bench")
+    rsh = "-i /tmp/gpuctl-bench/R/mpi-ssh-x/id_ed25519 -o IdentitiesOnly=yes -o BatchMode=yes"
+    script = suites.multi_node_script(lab_specs, suites.SUITES["quick"], "20250101T000000-bench", rsh)
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     assert "192.168.50.12 slots=8" in script
     # the plm_rsh_args value with spaces stays one word
-    assert "'-o BatchMode=yes -o StrictHostKeyChecking=accept-new'" in script
+    assert shlex.quote(rsh) in script
 
 
 def test_perftest_server_and_client(lab_specs: list[NodeSpec], ib_specs: list[NodeSpec]) -> None:

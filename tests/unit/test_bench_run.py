@@ -41,6 +41,9 @@ def _has_torch() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
+AUTHORIZED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOperatorsOwnKeyStaysWhereItIs operator@laptop\n"
+
+
 @pytest.fixture()
 def stand_in_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bindir = tmp_path / "bin"
@@ -50,6 +53,12 @@ def stand_in_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         tool.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {tmp_path}/calls.log\ncat {fixture}\n")
         tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    # every `@local` node is this machine: the multi-node run's SSH trust must land in a
+    # home of the test's own, never in this machine's real ~/.ssh/authorized_keys
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "authorized_keys").write_text(AUTHORIZED)
+    monkeypatch.setenv("HOME", str(home))
     return tmp_path
 
 
@@ -109,6 +118,10 @@ def test_quick_suite_on_two_nodes(lab_bench: tuple[dict, RunRecord, Path]) -> No
     assert "all_reduce_perf -b 8 -e 1G -f 2 -g 8" in calls
     assert "ib_write_bw -d rxe0 -i 1 -p 18515 -F -s 65536 -n 200 --report_gbits 192.168.50.11" in calls
     assert "--hostfile /tmp/gpuctl-bench/" in calls and "NCCL_ALGO=Ring" in calls
+    # mpirun used the run's own key, which is gone again with its authorized_keys line
+    assert f"plm_rsh_args -i /tmp/gpuctl-bench/{record.id}/mpi-ssh-" in calls
+    assert (tmp / "home" / ".ssh" / "authorized_keys").read_text() == AUTHORIZED
+    assert not list(Path(f"/tmp/gpuctl-bench/{record.id}").glob("mpi-ssh-*"))
 
 
 def test_exit_codes() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,7 @@ from gpuctl.parsers.nvidia_smi import (
 )
 from gpuctl.parsers.nvlink import parse_nvlink_status
 from gpuctl.parsers.topo import parse_topo_matrix
+from gpuctl.verdicts import judge_nccl
 
 LABHW = Path(__file__).resolve().parents[2] / "gpuctl" / "lab" / "standin" / "tools" / "labhw.py"
 DRIVER = "580.95.05"
@@ -64,17 +67,21 @@ class Node:
     def faults(self, *lines: str) -> None:
         (self.root / "faults").write_text("".join(line + "\n" for line in lines))
 
-    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        env = dict(os.environ, GPUCTL_LAB_SYSROOT=str(self.root), GPUCTL_LAB_PROFILE=str(self.root / "profile.json"),
-                   GPUCTL_LAB_FAULTS=str(self.root / "faults"), GPUCTL_LAB_PACKAGE=str(self.root / "package.json"))
-        proc = subprocess.run([sys.executable, str(LABHW), *args], capture_output=True, text=True, env=env,
-                              timeout=30, check=False)
+    def env(self, **extra: str) -> dict[str, str]:
+        return dict(os.environ, GPUCTL_LAB_SYSROOT=str(self.root), GPUCTL_LAB_PROFILE=str(self.root / "profile.json"),
+                    GPUCTL_LAB_FAULTS=str(self.root / "faults"), GPUCTL_LAB_PACKAGE=str(self.root / "package.json"),
+                    **extra)
+
+    def run(self, *args: str, ok: bool = True, env: dict[str, str] | None = None,
+            argv: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([*(argv or []), sys.executable, str(LABHW), *args], capture_output=True, text=True,
+                              env=self.env(**(env or {})), timeout=30, check=False)
         if ok:
             assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc
 
-    def out(self, *args: str) -> str:
-        return self.run(*args).stdout
+    def out(self, *args: str, env: dict[str, str] | None = None) -> str:
+        return self.run(*args, env=env).stdout
 
 
 @pytest.fixture
@@ -185,6 +192,82 @@ def test_nccl_busbw_from_the_sku_and_slow_nccl(node: Node) -> None:
     assert slow.large_msg_busbw_gb_s == pytest.approx(0.6 * res.large_msg_busbw_gb_s, rel=0.05)
     for test in ("all_gather_perf", "reduce_scatter_perf"):
         assert parse_nccl_tests(node.out(test, "-b", "1G", "-e", "1G", "-g", "8")).test == test
+
+
+def _rank(rank: int, size: int = 16, local_size: int = 8) -> dict[str, str]:
+    """The environment Open MPI's mpirun gives one rank."""
+    return {"OMPI_COMM_WORLD_SIZE": str(size), "OMPI_COMM_WORLD_RANK": str(rank),
+            "OMPI_COMM_WORLD_LOCAL_SIZE": str(local_size), "OMPI_COMM_WORLD_LOCAL_RANK": str(rank % local_size)}
+
+
+ALL_REDUCE_1G = ("all_reduce_perf", "-b", "8", "-e", "1G", "-f", "2", "-g", "1")
+
+
+def test_nccl_under_mpi_rank_0_prints_the_whole_world(node: Node) -> None:
+    res = parse_nccl_tests(node.out(*ALL_REDUCE_1G, env=_rank(0)))
+    assert res.gpus == 16 and [r.rank for r in res.ranks] == list(range(16))
+    assert [r.device for r in res.ranks] == list(range(8)) * 2
+    # rank 0 knows its own host; the other node is named as mpirun's host list would (none here)
+    assert res.hosts == (os.uname().nodename, "node1")
+    # judged as a multi-node run (more ranks than the SKU has GPUs), bounded by the fabric
+    multi = node.profile["figures"]["multi_node_busbw_gb_s"]
+    single = parse_nccl_tests(node.out("all_reduce_perf", "-b", "8", "-e", "1G", "-f", "2", "-g", "8"))
+    assert 0.9 * multi < res.large_msg_busbw_gb_s <= multi < single.large_msg_busbw_gb_s
+    verdict = next(v for v in judge_nccl(res, load_sku("hgx-h100-80gb")) if v.check.endswith("busbw_gb_s"))
+    assert verdict.check == "multi_node_busbw_gb_s" and verdict.status.value in {"pass", "warn"}
+
+
+def test_nccl_under_mpi_other_ranks_are_silent(node: Node) -> None:
+    for rank in (1, 7, 8, 15):
+        proc = node.run(*ALL_REDUCE_1G, env=_rank(rank))
+        assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == "", rank
+
+
+def test_nccl_under_mpi_names_the_hosts_mpirun_was_given(node: Node, tmp_path: Path) -> None:
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("192.168.50.11 slots=8\n# the peer\n192.168.50.12 slots=8\n")
+    # a parent whose command line is mpirun's (rank 0 runs beside mpirun, as its child)
+    # (the inner bash runs the tool as a child, not by exec, and shows as `mpirun --hostfile …`)
+    spawn = shlex.quote('"${@:2}"; exit $?')
+    launcher = ["bash", "-c", f'exec -a mpirun bash -c {spawn} --hostfile {shlex.quote(str(hostfile))} "$@"', "_"]
+    res = parse_nccl_tests(node.run(*ALL_REDUCE_1G, env=_rank(0), argv=launcher).stdout)
+    assert res.hosts == (os.uname().nodename, "192.168.50.12")
+    assert {r.host for r in res.ranks[8:]} == {"192.168.50.12"}
+
+
+def test_nccl_under_mpi_slow_nccl_and_the_fabric_bound(node: Node) -> None:
+    healthy = parse_nccl_tests(node.out(*ALL_REDUCE_1G, env=_rank(0))).large_msg_busbw_gb_s
+    node.faults("slow_nccl")
+    slow = parse_nccl_tests(node.out(*ALL_REDUCE_1G, env=_rank(0))).large_msg_busbw_gb_s
+    assert slow == pytest.approx(0.6 * healthy, rel=0.02)
+    node.faults("ib_rate_200 speed=200000")  # a 400G fabric port at 200G
+    half = parse_nccl_tests(node.out(*ALL_REDUCE_1G, env=_rank(0))).large_msg_busbw_gb_s
+    assert half == pytest.approx(0.5 * healthy, rel=0.02)
+    # no multi-node figure in the profile: the fabric's line rate x HCAs per node bounds it
+    node.faults()
+    profile = json.loads((node.root / "profile.json").read_text())
+    del profile["figures"]["multi_node_busbw_gb_s"]
+    profile["fabric"] = {"rate_gbps": 100, "hcas": 2}
+    (node.root / "profile.json").write_text(json.dumps(profile))
+    bound = parse_nccl_tests(node.out(*ALL_REDUCE_1G, env=_rank(0))).large_msg_busbw_gb_s
+    assert 0.9 * 25.0 < bound <= 25.0
+
+
+def test_nccl_under_mpi_a_rank_without_its_gpu_fails(node: Node) -> None:
+    node.faults("gpu_missing")
+    assert node.run(*ALL_REDUCE_1G, env=_rank(6)).returncode == 0
+    proc = node.run(*ALL_REDUCE_1G, env=_rank(7), ok=False)
+    assert proc.returncode == 1 and "invalid device ordinal" in proc.stdout
+
+
+def test_nccl_world_of_one_is_a_plain_run(node: Node) -> None:
+    env = {"PYTHONHASHSEED": "0"}
+    plain = node.out("all_reduce_perf", "-b", "8", "-e", "1G", "-g", "8", env=env)
+    alone = node.out("all_reduce_perf", "-b", "8", "-e", "1G", "-g", "8", env=env | _rank(0, size=1, local_size=1))
+    def masked(text: str) -> str:
+        return re.sub(r"Pid +\d+", "Pid N", text)
+
+    assert masked(plain) == masked(alone) and parse_nccl_tests(alone).gpus == 8
 
 
 def test_bwprobe_and_gdsio(node: Node) -> None:

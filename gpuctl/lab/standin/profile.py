@@ -4,7 +4,9 @@ A profile is a JSON document at ``/etc/gpuctl-lab/profile.json`` on a lab node: 
 SKU's facts from the catalog (GPU count, model, PCI device id, memory, PCIe, NVLink)
 plus per-GPU identities (bus ids laid out like a real HGX board, serials, UUIDs, NUMA)
 and the figures the emulated benchmarks print. Figures sit a few percent above the
-SKU's warn threshold so a healthy lab node passes and a fault (slow_nccl: 60 %) fails.
+SKU's warn threshold so a healthy lab node passes and a fault (slow_nccl: 60 %) fails;
+the fabric's rate and HCAs per node bound a multi-node all_reduce where the SKU has no
+multi-node figure.
 Everything is deterministic in (node, SKU, index).
 """
 
@@ -102,7 +104,8 @@ def write_profile(node: str, sku_name: str, index: int) -> dict[str, Any]:
         "cpu_affinity": {"0": "0-47,96-143", "1": "48-95,144-191"},
         "gpus": gpus,
         "figures": figures,
-        "fabric": {"rate_gbps": sku.fabric_rate_gbps("roce") or sku.fabric_rate_gbps("infiniband")},
+        "fabric": {"rate_gbps": sku.fabric_rate_gbps("roce") or sku.fabric_rate_gbps("infiniband"),
+                   "hcas": int(sku.fabric.hcas.value) if sku.fabric.hcas else None},
     }
 
 

@@ -823,9 +823,104 @@ def _size(text: str) -> int:
     return int(text)
 
 
+class MpiWorld:
+    """This process's place in an Open MPI job (mpirun exports OMPI_COMM_WORLD_*)."""
+
+    def __init__(self, size: int, rank: int, local_size: int, local_rank: int) -> None:
+        self.size, self.rank, self.local_size, self.local_rank = size, rank, local_size, local_rank
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.size // self.local_size)
+
+    def node_of(self, rank: int) -> int:
+        """The node (in mapping order) a rank runs on: mpirun --map-by ppr:N:node fills
+        the nodes one after another, N ranks each."""
+        return rank // self.local_size
+
+
+def mpi_world() -> MpiWorld | None:
+    """The MPI job this process belongs to, or None when it runs alone (as nccl-tests
+    built with MPI=1 does: a world of one is a plain single-process run)."""
+    env = os.environ
+    try:
+        size = int(env["OMPI_COMM_WORLD_SIZE"])
+        rank = int(env["OMPI_COMM_WORLD_RANK"])
+        local_size = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE") or size)
+        local_rank = int(env.get("OMPI_COMM_WORLD_LOCAL_RANK") or rank % max(local_size, 1))
+    except (KeyError, ValueError):
+        return None
+    if size <= 1 or not 0 <= rank < size or local_size < 1:
+        return None
+    return MpiWorld(size, rank, local_size, local_rank)
+
+
+MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "prterun")
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def launcher_hosts() -> list[str]:
+    """The hosts mpirun was given (its --hostfile, or -H/--host), in order, read from the
+    mpirun this process descends from: a rank on the launching node is mpirun's child. The
+    stand-in ranks do not talk to each other, so this is all rank 0 can know of the others."""
+    pid = os.getppid()
+    for _ in range(6):
+        if pid <= 1:
+            break
+        try:
+            argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+        except OSError:
+            break
+        if argv and os.path.basename(argv[0]) in MPI_LAUNCHERS:
+            path = _opt_value(argv, "--hostfile", "-hostfile", "--machinefile", "-machinefile")
+            if path:
+                try:
+                    if not os.path.isabs(path):
+                        path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
+                    lines = Path(path).read_text().splitlines()
+                except OSError:
+                    return []
+                return [w[0] for w in (ln.split("#", 1)[0].split() for ln in lines) if w]
+            listed = _opt_value(argv, "-H", "--host", "-host")
+            return [h.split(":", 1)[0] for h in listed.split(",") if h] if listed else []
+        pid = _ppid(pid)
+    return []
+
+
+def inter_node_busbw(profile: dict, node: Node) -> float:
+    """The bus bandwidth a multi-node all_reduce reaches over the fabric: the profile's
+    multi-node figure (from the SKU's threshold), else the fabric's line rate × HCAs per
+    node; the faults on this node (slow_nccl, ib_rate_200) apply."""
+    fabric = profile.get("fabric", {})
+    rate = float(fabric.get("rate_gbps") or 0.0)
+    figure = profile.get("figures", {}).get("multi_node_busbw_gb_s")
+    bw = float(figure) if figure else rate * int(fabric.get("hcas") or 1) / 8
+    if node.slow_nccl:
+        bw *= 0.6
+    for params in node.faults.get("ib_rate_200", []):
+        try:
+            speed_gbps = int(params.get("speed", "200000")) / 1000
+        except ValueError:
+            speed_gbps = 200.0
+        if rate > speed_gbps > 0:
+            bw *= speed_gbps / rate
+    return bw
+
+
 def nccl_test(name: str, args: list[str]) -> None:
+    """all_reduce_perf & co. Alone: one process drives `-g` GPUs. Under mpirun (MPI=1
+    build): every rank drives `-g` GPUs from its local rank on, checks them on its own
+    node (a rank with no such GPU fails the job), and only world rank 0 prints — the
+    others wait about as long as the run and exit 0 silently."""
     profile = load_profile()
     node = Node(profile, load_faults())
+    mpi = mpi_world()
     try:
         kernel = sys_path("/sys/module/nvidia/version").read_text().strip()
     except OSError:
@@ -838,10 +933,11 @@ def nccl_test(name: str, args: list[str]) -> None:
     warm = int(_opt_value(args, "-w", "--warmup_iters") or "1")
     check = int(_opt_value(args, "-c", "--check") or "1")
     host = os.uname().nodename
+    first = mpi.local_rank * ngpus if mpi else 0
     if not kernel:
         die(f"{host}: Test CUDA failure common.cu:1014 'CUDA driver version is insufficient for CUDA "
             "runtime version'\n .. {host} pid {os.getpid()}: Test failure common.cu:891\n", 1)
-    if ngpus > len(node.gpus):
+    if first + ngpus > len(node.gpus):
         die(f"{host}: Test CUDA failure common.cu:1014 'invalid device ordinal'\n"
             f" .. {host} pid {os.getpid()}: Test failure common.cu:891\n", 1)
     try:
@@ -860,17 +956,22 @@ def nccl_test(name: str, args: list[str]) -> None:
         peak *= 0.6
     if node.nvlink_pairs or len(node.gpus) < node.gpu["count"]:
         peak *= 0.5
-    ranks = ngpus
+    if mpi and mpi.nodes > 1:
+        peak = min(peak, inter_node_busbw(profile, node))
+    ranks = ngpus * (mpi.size if mpi else 1)
     busfactor = {"all_reduce_perf": 2 * (ranks - 1) / ranks, "all_gather_perf": (ranks - 1) / ranks,
                  "reduce_scatter_perf": (ranks - 1) / ranks}.get(name, 1.0)
     out = [f"# nccl-tests version 2.17.6 nccl-headers={lib_code} nccl-library={lib_code}",
            f"# Collective test starting: {name}",
            f"# nThread 1 nGpus {ngpus} minBytes {lo} maxBytes {hi} step: {factor}(factor) warmup iters: {warm} "
            f"iters: {iters} agg iters: 1 validation: {check} graph: 0", "#", "# Using devices"]
-    for r, g in enumerate(node.gpus[:ngpus]):
-        bus = g["bus_id"][4:12].lower()
-        out.append(f"#  Rank {r:>2} Group  0 Pid {os.getpid():>6} on {host:>10} device {r:>2} [{bus}] "
-                   f"{node.gpu['model']}")
+    if mpi is None:
+        for r, g in enumerate(node.gpus[:ngpus]):
+            bus = g["bus_id"][4:12].lower()
+            out.append(f"#  Rank {r:>2} Group  0 Pid {os.getpid():>6} on {host:>10} device {r:>2} [{bus}] "
+                       f"{node.gpu['model']}")
+    else:
+        out += _mpi_device_lines(mpi, node, ngpus, host)
     out += ["#",
             "#                                                              out-of-place                       "
             "in-place          ",
@@ -881,6 +982,7 @@ def nccl_test(name: str, args: list[str]) -> None:
     rng = random.Random(hash((name, lo, hi, ngpus)) & 0xFFFF)
     size = lo
     busbws = []
+    run_us = 0.0
     redop = "sum" if name != "all_gather_perf" else "none"
     while size <= hi:
         count = size // 4 if name != "all_gather_perf" else size // 4 // max(ranks, 1)
@@ -894,16 +996,47 @@ def nccl_test(name: str, args: list[str]) -> None:
             if ranks == 1:
                 alg = size / (t_us * 1e3)
             busbws.append(bus)
+            run_us += t_us * (warm + iters)
             row += [f"{t_us:>8.1f}" if t_us >= 1000 else f"{t_us:>8.2f}", f"{alg:>7.2f}", f"{bus:>7.2f}",
                     f"{0 if check else 'N/A':>6}"]
         out.append(" ".join(row))
         if factor <= 1:
             break
         size *= factor
+    if mpi and mpi.rank != 0:
+        time.sleep(min(MPI_RANK_WAIT_MAX_S, max(MPI_RANK_WAIT_MIN_S, run_us / 1e6)))
+        return
     avg = sum(busbws) / len(busbws) if busbws else 0.0
     out += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:.3f} ", "#",
             f"# Collective test concluded: {name}", ""]
     sys.stdout.write("\n".join(out) + "\n")
+
+
+#: How long a silent rank (not world rank 0) stays up: about the simulated run, bounded.
+MPI_RANK_WAIT_MIN_S = 0.2
+MPI_RANK_WAIT_MAX_S = 3.0
+
+
+def _mpi_device_lines(mpi: MpiWorld, node: Node, ngpus: int, host: str) -> list[str]:
+    """One `# Rank` line per GPU of every MPI rank, as nccl-tests prints after gathering
+    them. Rank 0 knows its own node; the other nodes are named by mpirun's host list in
+    mapping order (the first entry is the launching node), `node<k>` where it has none.
+    Bus ids come from this node's profile (the lab's nodes share a SKU); a pid is known
+    for this process only (0 for the others)."""
+    launched = launcher_hosts()
+    lines = []
+    for r in range(mpi.size):
+        k = mpi.node_of(r)
+        where = host if k == mpi.node_of(mpi.rank) else (launched[k] if k < len(launched) else f"node{k}")
+        local = r - k * mpi.local_size
+        pid = os.getpid() if r == mpi.rank else 0
+        for j in range(ngpus):
+            dev = local * ngpus + j
+            g = node.profile["gpus"][dev % len(node.profile["gpus"])]
+            bus = g["bus_id"][4:12].lower()
+            lines.append(f"#  Rank {r * ngpus + j:>2} Group  0 Pid {pid:>6} on {where:>10} device {dev:>2} [{bus}] "
+                         f"{node.gpu['model']}")
+    return lines
 
 
 # ---------------------------------------------------------------------------- bandwidth probe
