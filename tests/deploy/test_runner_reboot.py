@@ -86,22 +86,48 @@ def test_never_more_than_max_unavailable_down(fake, max_unavailable: int) -> Non
 
 
 def test_a_node_that_comes_back_wrong_halts_the_rollout(fake) -> None:
+    # Every node would come back with the wrong module (a bad driver build): whichever node
+    # gets the one slot first reboots, comes back wrong, keeps its slot — and no other node
+    # is taken down. (Deterministic whatever order the hosts reach the gate in.)
+    specs = fake.specs("lab.yaml")
+    nodes = [f"node-{i}" for i in range(6)]
+    specs = [specs[0].model_copy(update={"node": n}) for n in nodes]
+    fleet = FakeFleet(nodes, bad_module=set(nodes))
+    run = fake.run(reboot_all, specs, options=RunOptions(max_unavailable=1),
+                   host_responses={n: fleet.responses(n) for n in nodes})
+    rebooted = [n for n in nodes if fleet.reboots[n]]
+    assert fleet.peak <= 1
+    assert len(rebooted) == 1, rebooted
+    first = rebooted[0]
+    assert run[first].status == "failed" and "expected '580.95.05'" in run[first].error
+    assert not run[first].rebooted  # down, not a successful reboot
+    for n in nodes:
+        if n != first:
+            assert run[n].status == "failed" and "rolling reboot halted" in run[n].error, (n, run[n].error)
+            assert first in run[n].error
+    assert run.summary.exit_code() == 1
+
+
+def test_healthy_nodes_before_the_bad_one_stay_ok(fake) -> None:
+    # One bad node among good ones: good nodes that rebooted before it are ok; after its
+    # failure nobody else reboots (by the gate's own timestamps).
     specs = fake.specs("lab.yaml")
     nodes = [f"node-{i}" for i in range(6)]
     specs = [specs[0].model_copy(update={"node": n}) for n in nodes]
     fleet = FakeFleet(nodes, bad_module={"node-0"})
     run = fake.run(reboot_all, specs, options=RunOptions(max_unavailable=1),
                    host_responses={n: fleet.responses(n) for n in nodes})
-    rebooted = [n for n in nodes if fleet.reboots[n]]
-    # node-0 may or may not get the first slot; whichever went first and came back good stays ok
     assert fleet.peak <= 1
-    assert run["node-0"].status == "failed"
-    assert "expected '580.95.05'" in run["node-0"].error
-    assert not run["node-0"].rebooted
-    halted = [n for n in nodes if n not in rebooted]
-    assert halted, "after node-0 failed, no further node may reboot"
-    for n in halted:
-        assert run[n].status == "failed" and "rolling reboot halted" in run[n].error
+    assert run["node-0"].status == "failed" and "expected '580.95.05'" in run["node-0"].error
+    bad = run.gate.records["@fake/node-0"]
+    failed_at = bad.started + (bad.seconds or 0.0)
+    for n in nodes[1:]:
+        rec = run.gate.records.get(f"@fake/{n}")
+        if rec is None:
+            assert "rolling reboot halted" in run[n].error, (n, run[n].error)
+        else:
+            assert rec.started < failed_at, f"{n} rebooted after node-0 had failed"
+            assert run[n].status == "ok" and run[n].rebooted
     assert run.summary.exit_code() == 1
 
 
