@@ -3,7 +3,9 @@
 1. RHEL 9: the `nvidia-driver:<branch>-open|-dkms` dnf module stream enabled.
 2. The driver packages of spec.components["driver"] (the matrix's names already encode
    open or proprietary modules) and nvidia-persistenced at exactly their versions, in one
-   transaction; then held (apt-mark hold / dnf versionlock).
+   transaction — with the fabric manager packages when they are installed at another
+   version (a driver upgrade: they move together, never apart); then held (apt-mark hold /
+   dnf versionlock).
 3. At execution time, `ModuleReboot` decides: if the loaded nvidia module
    (/sys/module/nvidia/version, absent = none) is not the pinned version, the node must
    reboot. Before that, the module built for the kernel the node will boot (modinfo -k
@@ -26,10 +28,12 @@ from pyinfra.api import FunctionCommand, deploy, operation
 
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.nvidia import NvidiaModule, NvidiaModuleState
-from gpuctl.facts.packages import DnfModuleStreams, read_packages
+from gpuctl.facts.packages import DnfModuleStreams, PackageSnapshot, read_packages
 from gpuctl.facts.system import ServiceStates
+from gpuctl.matrix import Package
 from gpuctl.operations import dnf_module_enable, ensure_services, hold_packages, install_packages, role_knobs
 from gpuctl.runner.reboot import rolling_reboot
+from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,18 @@ def check_boot_module(decision: ModuleReboot):
     yield FunctionCommand(_check, (), {})
 
 
+def fabricmanager_moving(spec: NodeSpec, snap: PackageSnapshot) -> list[Package]:
+    """The node's fabric manager packages that are installed at another version than the
+    spec's (the driver's): upgraded together with the driver. Empty on fresh nodes (the
+    fabricmanager role installs them) and on SKUs without NVSwitch."""
+    fm = spec.components.get("fabricmanager")
+    if fm is None or not fm.enabled:
+        return []
+    return [p for p in fm.packages
+            if snap.version(p.name) is not None and not snap.has(p.name, p.version)
+            and p.upstream == spec.driver_version]
+
+
 @deploy("nvidia_driver")
 def install() -> None:
     spec = node_spec()
@@ -105,8 +121,12 @@ def install() -> None:
                           module="nvidia-driver", stream=f"{spec.driver_branch}{suffix}",
                           enabled_streams=host.get_fact(DnfModuleStreams))
 
-    installed = install_packages(name=f"Install {label}", packages=packages, snapshot=snap, label=label)
-    hold_packages(name=f"Hold NVIDIA driver {ver} packages", packages=packages, snapshot=snap)
+    # A fabric manager already installed at the old version moves with the driver, in the same
+    # transaction: it must never run against another driver version, and packagings that pin
+    # it to the driver's kernel module (= version) would otherwise block the upgrade.
+    moving = fabricmanager_moving(spec, snap)
+    installed = install_packages(name=f"Install {label}", packages=[*packages, *moving], snapshot=snap, label=label)
+    hold_packages(name=f"Hold NVIDIA driver {ver} packages", packages=[*packages, *moving], snapshot=snap)
 
     decision = ModuleReboot(ver, at_prepare, installed)
     check_boot_module(name=f"Check nvidia {ver} is built for the kernel the node boots",

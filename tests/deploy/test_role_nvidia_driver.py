@@ -167,3 +167,42 @@ def test_two_hosts_reboot_one_at_a_time(fake, tmp_path):
     assert all(run[n].status == "ok" for n in nodes)
     assert all(node.reboots == 1 for node in nodes.values())
     assert run.gate.peak_down == 1
+
+
+def test_driver_upgrade_moves_the_installed_fabric_manager_in_the_same_transaction(fake, tmp_path):
+    """A converged HGX node at 580.95.05 whose matrix moves to 580.126.16: the installed fabric
+    manager is upgraded in the driver's own apt transaction (never left at the old version,
+    and a packaging that pins it to the old kernel module cannot block the upgrade)."""
+    from gpuctl.matrix import load_matrix
+
+    new = "580.126.16"
+    src = load_matrix("r580-cuda13.0")
+    variant = tmp_path / "r580-new.yaml"
+    variant.write_text(src.path.read_text().replace(VER, new).replace("name: r580-cuda13.0", "name: r580-new"))
+    old_specs = fake.specs(inventory(tmp_path, "debian12"), limit=["gpu-01"])
+    (tmp_path / "new").mkdir()
+    inv = inventory(tmp_path / "new", "debian12", matrix=str(variant))
+    specs = fake.specs(inv, limit=["gpu-01"])
+    old = old_specs[0]
+    held = [f"{p.name}\t{p.version}\thold ok installed"
+            for c in ("driver", "persistenced", "fabricmanager") for p in old.components[c].packages]
+
+    class Upgrading(Node):
+        def install(self, command: str) -> str:
+            self.installed = new
+            return ""
+
+    node = Upgrading(loaded=VER, installed=VER, boot="6.1.0-31-amd64")
+    answers = {**node.responses("debian12-fresh"),
+               **responses("debian12-fresh", packages=held, **{"nvidia-module": node.module_fact})}
+    h = fake.run(_driver(), specs, responses=answers, options=FAST)["gpu-01"]
+    assert h.status == "ok", h.error
+    pins = pins_in(h.execute_commands)
+    assert "nvidia-driver=580.126.16-1" in pins
+    assert {"nvidia-fabricmanager=580.126.16-1", "libnvidia-nscq=580.126.16-1"} <= set(pins)
+    assert not any(p.endswith(f"={VER}-1") for p in pins)
+    assert node.reboots == 1
+    # a fresh node (no fabric manager yet) leaves it to the fabricmanager role
+    fresh = fake.run(_driver(), specs, responses=Node(boot="6.1.0-31-amd64").responses("debian12-fresh"),
+                     options=FAST)["gpu-01"]
+    assert not any("fabricmanager" in p for p in pins_in(fresh.execute_commands))
