@@ -105,6 +105,8 @@ def install() -> None:
                      content=render("nvidia_repo", "preferences.j2", origin=repo.origin,
                                     packages=pinned_names(names, globs),
                                     priority=k["nvidia_repo_pin_priority"],
+                                    driver_version=spec.driver_version,
+                                    driver_priority=k["nvidia_repo_driver_pin_priority"],
                                     distro_origins=list(k["nvidia_repo_distro_origins"])),  # type: ignore[arg-type]
                      states=files)
     changed = (proxy, key, keyring, source, pin)

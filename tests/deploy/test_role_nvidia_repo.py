@@ -35,7 +35,11 @@ def test_fresh_ubuntu2204(fake, tmp_path):
     pref = h.files["/etc/apt/preferences.d/gpuctl-nvidia"]
     assert 'Pin: origin "developer.download.nvidia.com"\nPin-Priority: 600' in pref
     assert "Pin: release o=Ubuntu\nPin-Priority: -1" in pref and "Pin: release o=Debian\nPin-Priority: -1" in pref
-    assert "nvidia-*" in pref.splitlines()[1]
+    stanzas = [st for st in pref.split("\n\n")]
+    assert all("nvidia-*" in next(ln for ln in st.splitlines() if ln.startswith("Package:")) for st in stanzas)
+    # first record: the driver's own version above everything (its unnamed dependencies too)
+    first = [ln for ln in stanzas[0].splitlines() if not ln.startswith("#")]
+    assert first[1:] == ["Pin: version 580.95.05-*", "Pin-Priority: 1001"]
     # no apt proxy in the inventory: nothing written
     assert "/etc/apt/apt.conf.d/01gpuctl-proxy" not in h.files
     assert cmds[-1] == "DEBIAN_FRONTEND=noninteractive apt-get update -q"

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ After=local-fs.target
 
 [Service]
 Type=oneshot
-ExecStart=/bin/sh -c 'echo "$(cat /proc/sys/kernel/random/boot_id) $(date +%%s)" >> /var/lib/gpuctl-test-boots'
+ExecStart=/bin/sh -c 'echo "$(cat /proc/sys/kernel/random/boot_id) $(date +%%s)" >> /var/lib/labtest-boots'
 
 [Install]
 WantedBy=multi-user.target
@@ -72,7 +73,7 @@ def loaded_driver(lab: Any, node: str) -> str:
 
 
 def boots(lab: Any, node: str) -> list[str]:
-    return [ln for ln in sh(lab, node, "cat /var/lib/gpuctl-test-boots 2>/dev/null || true").splitlines() if ln]
+    return [ln for ln in sh(lab, node, "cat /var/lib/labtest-boots 2>/dev/null || true").splitlines() if ln]
 
 
 def installed(abbrev: str) -> bool:
@@ -88,15 +89,18 @@ def host_errors(out: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def converged(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def converged(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The lab at its own matrix, every role applied (a no-op when an earlier test did it),
     with the boot counter installed."""
     ensure_provisioned(lab.inventory_path, tmp_path_factory.mktemp("rollout-runs"))
     for n in lab.nodes:
-        ssh_run(n.name, "cat > /etc/systemd/system/gpuctl-test-bootlog.service && systemctl daemon-reload && "
-                        "systemctl enable -q gpuctl-test-bootlog.service", state=lab, check=True,
+        ssh_run(n.name, "cat > /etc/systemd/system/labtest-bootlog.service && systemctl daemon-reload && "
+                        "systemctl enable -q labtest-bootlog.service", state=lab, check=True,
                 input=BOOTLOG_UNIT.replace("%%", "%"))
-    return lab
+    yield lab
+    for n in lab.nodes:  # not gpuctl's: it must not stay behind as drift
+        ssh_run(n.name, "systemctl disable -q labtest-bootlog.service; rm -f /var/lib/labtest-boots "
+                        "/etc/systemd/system/labtest-bootlog.service; systemctl daemon-reload", state=lab, timeout=120)
 
 
 def test_node_killed_mid_provision_others_finish_and_rerun_completes_it(converged: Any, tmp_path: Path) -> None:
