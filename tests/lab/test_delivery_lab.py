@@ -49,8 +49,10 @@ def test_lock_drift_and_a_hand_change(provisioned, lab, tmp_path):
 
 def test_rebuild_fresh_node_to_the_lock(provisioned, lab, tmp_path):
     loaded, runs = provisioned
+    ensure_provisioned(loaded.path, runs)  # the lock is taken of a converged cluster (the test above drifted gpu-02)
     lock_file = tmp_path / "lab.lock.yaml"
     lk.lock(loaded, record=RunRecord.create("lock", root=runs), path=lock_file)
+    assert lk.drift(loaded, path=lock_file).clean
     lab_changed()
     lab_nodes.replace_node("gpu-02", state=lab, timeout=600)
     assert ssh_run("gpu-02", "dpkg-query -W nvidia-driver", state=lab).returncode != 0  # really fresh
