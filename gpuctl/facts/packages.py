@@ -69,11 +69,13 @@ class PackageSnapshot:
         return got == version
 
     def held(self, name: str, version: str) -> bool:
-        """apt: `apt-mark hold` set; dnf: versionlocked at exactly `version`."""
+        """Held at exactly `version`: apt — `apt-mark hold` set on the package installed at
+        that version (apt drops a hold when it moves a held package, so a package held at
+        another version must be held again after the install); dnf — versionlocked at it."""
         if self.manager == "dnf":
             return f"{name}-{normalize_evr(version)}" in self.locks
         p = self.packages.get(name)
-        return bool(p and p.held)
+        return bool(p and p.held and p.version == version)
 
     def locked_names(self) -> set[str]:
         """dnf: names that carry a versionlock entry (at any version)."""
