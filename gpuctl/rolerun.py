@@ -65,12 +65,14 @@ def run_deploy(loaded: LoadedInventory, specs: Sequence[NodeSpec], deploy: Calla
     """Connect → prepare → execute `deploy(*args, **kwargs)` on the nodes of `specs`.
 
     `compose=True` passes `on_role=engine.mark_role` (deploy/provision.py's `provision`).
-    Writes `stages/<command>.json` and `raw/<node>/<command>-commands.log` into `record`."""
+    Writes `stages/<command>.json` and `raw/<node>/<command>-commands.log` into `record`,
+    pyinfra's and paramiko's logs to its `pyinfra.log` (never the terminal)."""
     from gpuctl.runner.bootstrap import ensure_patched, raise_nofile_limit
 
     ensure_patched()
     from gpuctl.runner.engine import Engine
     from gpuctl.runner.inventory import SshSettings, ssh_targets
+    from gpuctl.runner.logroute import engine_logs_to
 
     specs = list(specs)
     if not specs:
@@ -83,13 +85,14 @@ def run_deploy(loaded: LoadedInventory, specs: Sequence[NodeSpec], deploy: Calla
     if compose:
         kw.setdefault("on_role", engine.mark_role)
     started = time.monotonic()
-    try:
-        engine.connect()
-        if engine.connected():
-            engine.prepare(deploy, *args, **kw)
-            engine.execute()
-    finally:
-        engine.disconnect()
+    with engine_logs_to(record.path / "pyinfra.log" if record is not None else None):
+        try:
+            engine.connect()
+            if engine.connected():
+                engine.prepare(deploy, *args, **kw)
+                engine.execute()
+        finally:
+            engine.disconnect()
     out = DeployRun(command, seconds=time.monotonic() - started, run_id=record.id if record else None)
     for node, res in engine.results().items():
         out.hosts[node] = {

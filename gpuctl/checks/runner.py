@@ -25,6 +25,7 @@ import pytest
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.inventory import LoadedInventory
 from gpuctl.paths import roles_dir
+from gpuctl.runner.logroute import engine_logs_to
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import ROLE_ORDER, NodeSpec, resolve
 
@@ -211,7 +212,9 @@ def run_verify(
         gplugin.reset_probes()
         buf = io.StringIO()
         log.info("verify: pytest %s", " ".join(args))
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        # paramiko logs a traceback per failed handshake: to the record, not the terminal
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf), \
+                engine_logs_to(record.path / "verify-ssh.log" if record is not None else None):
             code = pytest.main(args, plugins=[collector])
         remote = {name: p.commands_run for name, p in gplugin.probes().items()}
         gplugin.reset_probes()

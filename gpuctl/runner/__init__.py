@@ -3,6 +3,7 @@
 Modules (import them directly; this package imports nothing so that the CLI can patch
 gevent before pyinfra, paramiko or ssl are loaded):
 
+  logroute    pyinfra/paramiko logs to the run record, never the terminal
   bootstrap   gevent monkey-patching and the open-files limit (call first)
   roles       load_role(name), role selection (ROLE_ORDER, --only/--skip, NodeSpec skips)
   inventory   pyinfra Inventory from NodeSpecs (SSH settings, host data)

@@ -30,11 +30,12 @@ from gpuctl.paths import deploy_dir
 from gpuctl.runner.bootstrap import raise_nofile_limit
 from gpuctl.runner.engine import Engine, HostResult
 from gpuctl.runner.inventory import SshSettings, Target, ssh_targets
+from gpuctl.runner.logroute import engine_logs_to
 from gpuctl.runner.progress import ProgressCallback, make_display
 from gpuctl.runner.reboot import RebootGate, default_max_unavailable
 from gpuctl.runner.roles import RoleChoice, select_roles
 from gpuctl.runner.summary import RunSummary
-from gpuctl.runrecord import RunRecord, redact
+from gpuctl.runrecord import RunRecord
 from gpuctl.spec import NodeSpec, resolve
 
 log = logging.getLogger(__name__)
@@ -111,45 +112,6 @@ def validate(req: RunRequest, dry: bool = False) -> Prepared:
     return Prepared(loaded, specs, roles, options, ssh_targets(specs, ssh))
 
 
-class _RedactingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
-
-
-class _PyinfraLogToRecord:
-    """Route pyinfra's and paramiko's loggers to <run>/pyinfra.log, away from the terminal
-    (paramiko logs tracebacks of failed SSH handshakes at ERROR)."""
-
-    LOGGERS = ("pyinfra", "paramiko")
-
-    def __init__(self, path: Path) -> None:
-        self.handler = logging.FileHandler(path, encoding="utf-8")
-        self.handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        self.handler.setLevel(logging.INFO)
-        self.saved: dict[str, tuple[bool, int, list[logging.Handler]]] = {}
-
-    def __enter__(self) -> _PyinfraLogToRecord:
-        for name in self.LOGGERS:
-            lg = logging.getLogger(name)
-            self.saved[name] = (lg.propagate, lg.level, list(lg.handlers))
-            for h in lg.handlers[:]:
-                lg.removeHandler(h)
-            lg.addHandler(self.handler)
-            lg.setLevel(logging.INFO)
-            lg.propagate = False
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for name, (propagate, level, handlers) in self.saved.items():
-            lg = logging.getLogger(name)
-            lg.removeHandler(self.handler)
-            lg.propagate = propagate
-            lg.setLevel(level)
-            for h in handlers:
-                lg.addHandler(h)
-        self.handler.close()
-
-
 def _write_commands(record: RunRecord, engine: Engine) -> None:
     for node, recs in engine.commands.items():
         if not recs:
@@ -221,7 +183,7 @@ def execute(req: RunRequest, *, dry: bool, console: Console, confirm: ConfirmFn 
     tracker.op_role = engine.op_role
     status = "failed"
     summary: RunSummary | None = None
-    with _PyinfraLogToRecord(record.path / "pyinfra.log"):
+    with engine_logs_to(record.path / "pyinfra.log"):
         display.start(tracker)
         try:
             tracker.stage(f"connecting to {len(prepared.targets)} host(s)")
