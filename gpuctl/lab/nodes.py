@@ -4,7 +4,8 @@ lifecycle (`up`, `down`, `status`, `kill_node`, `start_node`) and inventory.
 Each node gets a qcow2 overlay over the base image, K emulated NVMe drives (sparse
 raw files), a management NIC on QEMU user networking (SSH forwarded from a free
 127.0.0.1 port) and a fabric NIC (eth1) on a ``vde_switch`` listening on a unix
-socket in the state dir. Nothing listens on any address but 127.0.0.1.
+socket in the state dir (a hub: every port a VLAN trunk). Nothing listens on any
+address but 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -165,7 +166,11 @@ def _start_vde(state: LabState) -> None:
     pidfile.unlink(missing_ok=True)
     if sock.exists():
         shutil.rmtree(sock)
-    argv = ["vde_switch", "--sock", str(sock), "--daemon", "--pidfile", str(pidfile),
+    # --hub: every port a trunk. As a switch, vde_switch drops 802.1Q-tagged frames of a VLAN
+    # the port is not a tagged member of (ports are numbered as guests connect, so membership
+    # cannot be set up front): the nodes' VLAN interfaces came up with their addresses but could
+    # not reach each other (found by the package-cache lab test, over the storage VLAN).
+    argv = ["vde_switch", "--hub", "--sock", str(sock), "--daemon", "--pidfile", str(pidfile),
             "--numports", str(MAX_NODES + 4)]
     subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
     deadline = time.monotonic() + 10

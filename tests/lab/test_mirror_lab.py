@@ -90,26 +90,42 @@ def measured_packages(spec: dict[str, Any]) -> list[str]:
     return sorted(names)
 
 
-def purge_plan(lab: Any, node: str, names: list[str]) -> set[str]:
-    """The packages `apt-get purge names` would remove (simulated)."""
-    plan = sh(lab, node, "apt-get -s purge --allow-change-held-packages " + " ".join(shlex.quote(n) for n in names))
-    return {ln.split()[1].split(":")[0] for ln in plan.splitlines() if ln.startswith("Purg ")}
+def purge_plan(lab: Any, node: str, names: list[str]) -> set[str] | None:
+    """The packages `apt-get purge names` would remove (simulated); None when apt refuses
+    (removing them would take a held package the measurement does not install)."""
+    proc = ssh_run(node, ["bash", "-c", "apt-get -s purge " + " ".join(shlex.quote(n) for n in names)],
+                   state=lab, timeout=900)
+    if proc.returncode != 0:
+        return None
+    return {ln.split()[1].split(":")[0] for ln in proc.stdout.splitlines() if ln.startswith("Purg ")}
 
 
 def purge(lab: Any, node: str, packages: list[str]) -> list[str]:
     """Remove the measured packages, their no longer needed dependencies and every cached .deb.
-    A package another installed package needs (e.g. perftest, which the OFED stand-in depends
-    on) is kept, never taken away with its dependents; returns the kept ones."""
+    A package another installed package needs (e.g. perftest, which the held OFED stand-in
+    depends on) is kept, never taken away with its dependents; returns the kept ones.
+
+    The measured packages are held (the roles hold what they pin): apt will not remove a held
+    package to satisfy the purge of another (dcgm-core under the held dcgm-cuda13), so their
+    holds are lifted first and put back on the ones kept; the provision that follows installs
+    and holds the rest again."""
     quoted = " ".join(shlex.quote(p) for p in packages)
     installed = sh(lab, node, f"dpkg-query -W -f='${{Package}} ${{db:Status-Abbrev}}\\n' {quoted} 2>/dev/null "
                               "| awk '$2 ~ /^.i/ {print $1}'").split()
-    kept = [p for p in installed if purge_plan(lab, node, [p]) - set(packages)]
+    held = set(sh(lab, node, "apt-mark showhold").split()) & set(installed)
+    if held:
+        sh(lab, node, "apt-mark unhold " + " ".join(shlex.quote(p) for p in sorted(held)))
+    plans = {p: purge_plan(lab, node, [p]) for p in installed}
+    kept = [p for p, plan in plans.items() if plan is None or plan - set(packages)]
     gone = [p for p in installed if p not in kept]
+    if kept and held & set(kept):
+        sh(lab, node, "apt-mark hold " + " ".join(shlex.quote(p) for p in sorted(held & set(kept))))
     if gone:
-        extra = purge_plan(lab, node, gone) - set(packages)
+        plan = purge_plan(lab, node, gone)
+        assert plan is not None, f"{node}: apt refuses to purge {gone}; not touching it"
+        extra = plan - set(packages)
         assert not extra, f"{node}: purging {gone} would also remove {sorted(extra)}; not touching it"
-        sh(lab, node, "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q --allow-change-held-packages "
-                      + " ".join(shlex.quote(p) for p in gone))
+        sh(lab, node, "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q " + " ".join(shlex.quote(p) for p in gone))
     sh(lab, node, "DEBIAN_FRONTEND=noninteractive apt-get autoremove --purge -y -q && apt-get clean")
     left = sh(lab, node, "find /var/cache/apt/archives -name '*.deb' | wc -l").strip()
     assert left == "0", f"{node}: {left} .deb files left in /var/cache/apt/archives"
