@@ -319,6 +319,25 @@ class QuietRepoHandler(AccessLogged, http.server.SimpleHTTPRequestHandler):
         log.info("%s " + format, self.address_string(), *args)
 
 
+#: The guests' apt-cacher-ng (a cluster package cache, `gpuctl mirror`) uses the lab's proxy as
+#: its upstream and misreads a port above 32767 (`gpuctl.mirror.ACNG_MAX_PROXY_PORT`); the kernel
+#: hands out ephemeral ports from 32768 up, so the lab's servers pick theirs below that.
+LOW_PORTS = (20000, 32767)
+
+
+def _bind_below_32768(handler: Any) -> http.server.ThreadingHTTPServer:
+    """A server on 127.0.0.1 at a free port in LOW_PORTS (random tries; loopback only)."""
+    import random
+
+    for _ in range(500):
+        port = random.randint(*LOW_PORTS)
+        try:
+            return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        except OSError:
+            continue
+    raise RuntimeError(f"no free port in {LOW_PORTS[0]}-{LOW_PORTS[1]} on 127.0.0.1")
+
+
 def _serve(kind: str, directory: Path, port_file: Path, access_log: Path | None = None,
            repo: Path | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
@@ -334,7 +353,7 @@ def _serve(kind: str, directory: Path, port_file: Path, access_log: Path | None 
 
         def handler(*args: object, **kwargs: object) -> QuietRepoHandler:
             return repo_handler(*args, directory=str(directory), **kwargs)  # type: ignore[arg-type]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # type: ignore[arg-type]
+    server = _bind_below_32768(handler)
     server.daemon_threads = True
     port = int(server.server_address[1])
     tmp = port_file.with_suffix(".tmp")

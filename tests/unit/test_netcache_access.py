@@ -137,3 +137,23 @@ def test_proxy_serves_the_standin_repository_from_disk(tmp_path: Path) -> None:
     assert served[0]["cache"] == "repo" and served[0]["status"] == 200
     assert (tmp_path / "access-repo.jsonl").read_text() == ""  # answered by the proxy alone: counted once
     assert netcache.bytes_served(tmp_path / "access-proxy.jsonl")["cache"] == {"repo": served[0]["bytes"]}
+
+
+def test_lab_servers_bind_loopback_below_32768() -> None:
+    """apt-cacher-ng in the guests (the cluster cache) misreads an upstream proxy port above
+    32767, and the kernel's ephemeral ports start at 32768: the lab's servers pick lower ones."""
+    import http.server
+
+    from gpuctl.lab.netcache import LOW_PORTS, _bind_below_32768
+    from gpuctl.mirror import ACNG_MAX_PROXY_PORT
+
+    assert LOW_PORTS[1] <= ACNG_MAX_PROXY_PORT
+    servers = [_bind_below_32768(http.server.BaseHTTPRequestHandler) for _ in range(5)]
+    try:
+        for s in servers:
+            host, port = s.server_address[:2]
+            assert host == "127.0.0.1" and LOW_PORTS[0] <= port <= ACNG_MAX_PROXY_PORT
+        assert len({s.server_address[1] for s in servers}) == 5
+    finally:
+        for s in servers:
+            s.server_close()
