@@ -39,6 +39,10 @@ _NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 _IFNAME = r"^[A-Za-z0-9_.:-]{1,15}$"
 # Lustre NID: "10.0.0.5@o2ib", "10.0.0.5@tcp1", "192.168.1.2@o2ib0"
 _NID = re.compile(r"^(?P<addr>[0-9.]+)@(?P<net>(tcp|o2ib|kfi|gni)\d*)$")
+#: apt-cacher-ng 3.7.4 (Debian 12), the cluster package cache, stores its upstream proxy's port
+#: signed 16-bit: `Proxy: http://h:42655` reads back as `http://h:-2288…` (`acngtool cfgdump`)
+#: and every cache miss fails with "503 Connection refused" (found in the lab, 2026-12-02).
+ACNG_MAX_PROXY_PORT = 32767
 # LNet networks: "o2ib0(ib0)", "tcp0(eth0),o2ib1(ib1)"
 _LNET = re.compile(r"^(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\)(,(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\))*$")
 
@@ -474,6 +478,15 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
             err(("repos", "cache_host"), f"'{repos.cache_host}' has the address {address}, which the other nodes "
                                          "cannot reach it on; set repos.cache_address to the address they use "
                                          "(e.g. its VLAN or fabric address)")
+
+    if repos.cache_host is not None and repos.apt_proxy:
+        import urllib.parse
+
+        port = urllib.parse.urlsplit(repos.apt_proxy).port
+        if port is not None and port > ACNG_MAX_PROXY_PORT:
+            err(("repos", "apt_proxy"), f"port {port}: the package cache (apt-cacher-ng) reads an upstream proxy "
+                                        f"port above {ACNG_MAX_PROXY_PORT} as a negative number and every cache "
+                                        f"miss fails; use a port of at most {ACNG_MAX_PROXY_PORT}")
 
     # thresholds
     for key in inv.thresholds:

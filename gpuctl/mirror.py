@@ -47,11 +47,6 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # --------------------------------------------------------------------------- cache
 
 
-#: apt-cacher-ng 3.7.4 stores the upstream proxy's port signed 16-bit: `Proxy: http://h:42655`
-#: shows as `http://h:-2288…` in `acngtool cfgdump` (found in the lab, 2026-12-02).
-ACNG_MAX_PROXY_PORT = 32767
-
-
 @cache
 def _role_defaults() -> dict[str, Any]:
     from gpuctl.paths import roles_dir
@@ -241,12 +236,5 @@ def mirror_up(loaded: LoadedInventory, record: Any = None) -> dict[str, Any]:
     spec = cache_spec(loaded)  # upstream settings: the cache is what this installs
     if spec is None:
         raise InputError(f"{loaded.path}: repos.cache_host names no node; nothing to set up")
-    proxy = spec.repo.apt_proxy
-    port = url_port(proxy) if proxy else None
-    if port is not None and port > ACNG_MAX_PROXY_PORT:
-        raise InputError(f"{loaded.path}: repos.apt_proxy: {proxy}: apt-cacher-ng (3.7.4, Debian 12) reads an "
-                         f"upstream proxy port above {ACNG_MAX_PROXY_PORT} as a negative number and every cache "
-                         f"miss then fails with '503 Connection refused'; use a port of at most "
-                         f"{ACNG_MAX_PROXY_PORT} (nothing was touched)")
     role = load_delivery_role("package_mirror")
     return run_deploy(loaded, [spec], role.install, command="mirror", record=record).as_dict()

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl.errors import ExecutionError
+from gpuctl.inventory import ACNG_MAX_PROXY_PORT
 from gpuctl.lab.state import GUEST_HOST_ADDRESS, ProcessRecord, cache_root
 
 log = logging.getLogger(__name__)
@@ -320,12 +321,12 @@ class QuietRepoHandler(AccessLogged, http.server.SimpleHTTPRequestHandler):
 
 
 #: The guests' apt-cacher-ng (a cluster package cache, `gpuctl mirror`) uses the lab's proxy as
-#: its upstream and misreads a port above 32767 (`gpuctl.mirror.ACNG_MAX_PROXY_PORT`); the kernel
-#: hands out ephemeral ports from 32768 up, so the lab's servers pick theirs below that.
-LOW_PORTS = (20000, 32767)
+#: its upstream, and the inventory refuses a port it misreads (`ACNG_MAX_PROXY_PORT`); the
+#: kernel hands out ephemeral ports above it, so the lab's servers pick theirs in this range.
+LOW_PORTS = (20000, ACNG_MAX_PROXY_PORT)
 
 
-def _bind_below_32768(handler: Any) -> http.server.ThreadingHTTPServer:
+def _bind_low_port(handler: Any) -> http.server.ThreadingHTTPServer:
     """A server on 127.0.0.1 at a free port in LOW_PORTS (random tries; loopback only)."""
     import random
 
@@ -353,7 +354,7 @@ def _serve(kind: str, directory: Path, port_file: Path, access_log: Path | None 
 
         def handler(*args: object, **kwargs: object) -> QuietRepoHandler:
             return repo_handler(*args, directory=str(directory), **kwargs)  # type: ignore[arg-type]
-    server = _bind_below_32768(handler)
+    server = _bind_low_port(handler)
     server.daemon_threads = True
     port = int(server.server_address[1])
     tmp = port_file.with_suffix(".tmp")

@@ -10,9 +10,10 @@ restores the loggers afterwards. Every command that drives pyinfra or paramiko
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from gpuctl.runrecord import redact
 
@@ -25,37 +26,27 @@ class _RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
-class engine_logs_to:
-    """Context manager: route pyinfra's and paramiko's loggers to `path` (appending), or
-    discard them when `path` is None; nothing of theirs reaches the terminal meanwhile."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.handler: logging.Handler
-        if path is None:
-            self.handler = logging.NullHandler()
-        else:
-            self.handler = logging.FileHandler(path, encoding="utf-8")
-            self.handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        self.handler.setLevel(logging.INFO)
-        self.saved: dict[str, tuple[bool, int, list[logging.Handler]]] = {}
-
-    def __enter__(self) -> engine_logs_to:
-        for name in ENGINE_LOGGERS:
-            lg = logging.getLogger(name)
-            self.saved[name] = (lg.propagate, lg.level, list(lg.handlers))
-            for h in lg.handlers[:]:
-                lg.removeHandler(h)
-            lg.addHandler(self.handler)
-            lg.setLevel(logging.INFO)
-            lg.propagate = False
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for name, (propagate, level, handlers) in self.saved.items():
-            lg = logging.getLogger(name)
-            lg.removeHandler(self.handler)
-            lg.propagate = propagate
+@contextlib.contextmanager
+def engine_logs_to(path: Path | None) -> Iterator[None]:
+    """Route pyinfra's and paramiko's loggers to `path` (appending), or discard them when
+    `path` is None; nothing of theirs reaches the terminal meanwhile. Restored afterwards."""
+    handler: logging.Handler
+    if path is None:
+        handler = logging.NullHandler()
+    else:
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setLevel(logging.INFO)
+    saved = {name: logging.getLogger(name) for name in ENGINE_LOGGERS}
+    before = {name: (lg.propagate, lg.level, list(lg.handlers)) for name, lg in saved.items()}
+    for lg in saved.values():
+        lg.handlers = [handler]
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+    try:
+        yield
+    finally:
+        for name, lg in saved.items():
+            lg.propagate, level, lg.handlers = before[name]
             lg.setLevel(level)
-            for h in handlers:
-                lg.addHandler(h)
-        self.handler.close()
+        handler.close()

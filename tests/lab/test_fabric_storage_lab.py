@@ -49,15 +49,16 @@ def test_raid0_over_four_nvme_mounted_at_raid(provisioned: Any) -> None:
 
 
 def test_vlan_interface_up_with_its_address(provisioned: Any) -> None:
-    for n, ip in zip(provisioned.nodes, ("10.100.0.11/24", "10.100.0.12/24"), strict=False):
+    vlan_ips = ("10.100.0.11/24", "10.100.0.12/24")
+    for n, ip in zip(provisioned.nodes, vlan_ips, strict=False):
         link = json.loads(sh(provisioned, n.name, "ip -d -j addr show dev eth1.100"))[0]
         assert link["linkinfo"]["info_data"]["id"] == 100
         assert "UP" in link["flags"]
         assert ip in [f"{a['local']}/{a['prefixlen']}" for a in link["addr_info"]]
     # tagged frames cross the fabric: each node reaches its peer's sshd on the VLAN address
     first, second = provisioned.nodes[0].name, provisioned.nodes[1].name
-    for src, dst in ((first, "10.100.0.12"), (second, "10.100.0.11")):
-        sh(provisioned, src, f"timeout 10 bash -c 'exec 3<>/dev/tcp/{dst}/22'")
+    for src, dst in ((first, vlan_ips[1]), (second, vlan_ips[0])):
+        sh(provisioned, src, f"timeout 10 bash -c 'exec 3<>/dev/tcp/{dst.split('/')[0]}/22'")
 
 
 def test_soft_roce_on_the_fabric_and_nccl_conf_consistent(provisioned: Any) -> None:

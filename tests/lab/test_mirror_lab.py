@@ -118,7 +118,7 @@ def purge(lab: Any, node: str, packages: list[str]) -> list[str]:
     plans = {p: purge_plan(lab, node, [p]) for p in installed}
     kept = [p for p, plan in plans.items() if plan is None or plan - set(packages)]
     gone = [p for p in installed if p not in kept]
-    if kept and held & set(kept):
+    if held & set(kept):
         sh(lab, node, "apt-mark hold " + " ".join(shlex.quote(p) for p in sorted(held & set(kept))))
     if gone:
         plan = purge_plan(lab, node, gone)

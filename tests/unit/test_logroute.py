@@ -50,11 +50,7 @@ def test_without_a_record_the_engine_logs_are_dropped(capsys: pytest.CaptureFixt
 
 
 def test_secrets_are_redacted_in_the_engine_log(tmp_path) -> None:
-    from gpuctl.runrecord import redact
-
     secret_line = "BMC password=s3cr3t-value"
-    if redact(secret_line) == secret_line:
-        pytest.skip("redact() does not treat this form as a secret")
     log = tmp_path / "pyinfra.log"
     with engine_logs_to(log):
         logging.getLogger("pyinfra").warning(secret_line)

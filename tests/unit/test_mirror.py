@@ -121,17 +121,13 @@ def test_mirror_up_runs_the_role_with_the_upstream_spec(monkeypatch):
     assert seen[0].repo.apt_proxy == "http://10.0.2.2:3128" and seen[0].repo.url == NVIDIA
 
 
-def test_mirror_up_refuses_an_upstream_proxy_port_apt_cacher_ng_misreads(monkeypatch):
-    import gpuctl.rolerun
+def test_cache_with_an_upstream_proxy_port_apt_cacher_ng_misreads_is_an_inventory_error():
     from gpuctl.errors import InputError
-    from gpuctl.mirror import mirror_up
 
-    ran = []
-    monkeypatch.setattr(gpuctl.rolerun, "run_deploy", lambda *a, **kw: ran.append(a))
-    loaded = loaded_with(VLAN.replace("http://10.0.2.2:3128", "http://10.0.2.2:42655"))
-    with pytest.raises(InputError, match=r"repos.apt_proxy: http://10.0.2.2:42655: .* at most 32767"):
-        mirror_up(loaded)
-    assert ran == []  # nothing touched
+    with pytest.raises(InputError, match=r"inv\.yaml:\d+: repos\.apt_proxy: port 42655: .* at most 32767"):
+        loaded_with(VLAN.replace("http://10.0.2.2:3128", "http://10.0.2.2:42655"))
+    # without a cache host the port means nothing to apt-cacher-ng
+    loaded_with("repos: {apt_proxy: 'http://10.0.2.2:42655'}\n")
 
 
 def test_no_cache_host_changes_nothing():

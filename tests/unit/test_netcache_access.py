@@ -144,11 +144,11 @@ def test_lab_servers_bind_loopback_below_32768() -> None:
     32767, and the kernel's ephemeral ports start at 32768: the lab's servers pick lower ones."""
     import http.server
 
-    from gpuctl.lab.netcache import LOW_PORTS, _bind_below_32768
-    from gpuctl.mirror import ACNG_MAX_PROXY_PORT
+    from gpuctl.inventory import ACNG_MAX_PROXY_PORT
+    from gpuctl.lab.netcache import LOW_PORTS, _bind_low_port
 
     assert LOW_PORTS[1] <= ACNG_MAX_PROXY_PORT
-    servers = [_bind_below_32768(http.server.BaseHTTPRequestHandler) for _ in range(5)]
+    servers = [_bind_low_port(http.server.BaseHTTPRequestHandler) for _ in range(5)]
     try:
         for s in servers:
             host, port = s.server_address[:2]
