@@ -91,12 +91,16 @@ def host_errors(out: dict) -> dict:
 @pytest.fixture(scope="module")
 def converged(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The lab at its own matrix, every role applied (a no-op when an earlier test did it),
-    with the boot counter installed."""
+    with the boot counter installed, the current boot counted and all of it on disk: the
+    killed-node test pulls a node's power, and an unsynced unit file would not survive it
+    (CI saw exactly that: gpu-02 counted no boot at all after its restart)."""
     ensure_provisioned(lab.inventory_path, tmp_path_factory.mktemp("rollout-runs"))
     for n in lab.nodes:
         ssh_run(n.name, "cat > /etc/systemd/system/labtest-bootlog.service && systemctl daemon-reload && "
-                        "systemctl enable -q labtest-bootlog.service", state=lab, check=True,
+                        "systemctl enable -q labtest-bootlog.service && "
+                        "systemctl start labtest-bootlog.service && sync", state=lab, check=True,
                 input=BOOTLOG_UNIT.replace("%%", "%"))
+        assert boots(lab, n.name), f"{n.name}: the boot counter recorded nothing"
     yield lab
     for n in lab.nodes:  # not gpuctl's: it must not stay behind as drift
         ssh_run(n.name, "systemctl disable -q labtest-bootlog.service; rm -f /var/lib/labtest-boots "
@@ -166,6 +170,7 @@ def _variant_matrix(folder: Path, matrix: str, old: str) -> Path:
 
 def _rollout(lab: Any, inventory: Path, runs: Path, version: str) -> dict:
     before = {n.name: boots(lab, n.name) for n in lab.nodes}
+    assert all(before.values()), f"boot counter lost on a node before the rollout: {before}"
     proc, out = provision(inventory, runs)
     assert proc.returncode == 0, host_errors(out) or out.get("verify") or proc.stderr[-3000:]
     stage = json.loads((runs / out["run_id"] / "stages" / "provision.json").read_text())
