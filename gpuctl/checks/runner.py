@@ -42,7 +42,12 @@ log = logging.getLogger(__name__)
 SSH_SCHEME = "gpuctl"
 #: pytest plugins and features verify does without (see run_verify's arguments).
 NO_PLUGINS: tuple[str, ...] = ("-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:typeguard",
-                               "-p", "no:unraisableexception", "--assert=plain")
+                               "-p", "no:unraisableexception", "--assert=plain",
+                               # per-item wrappers the checks never use (they neither log, warn
+                               # nor print; pytest's own output goes to the record's log):
+                               # ~1 s of CPU at 64 nodes × 37 checks (bench/scale.py, issue 8)
+                               "-p", "no:logging", "-p", "no:warnings", "--capture=no",
+                               "-p", "no:faulthandler", "-p", "no:junitxml", "-p", "no:doctest")
 MODE_THREADS = "threads"
 MODE_XDIST = "xdist"
 DEFAULT_PARALLEL = 64  # hosts at once: in-process paramiko connections (~3 fds each), see SSH_SCHEME

@@ -11,6 +11,7 @@ from rich.table import Table
 from gpuctl.checks import HostStatus, VerifyResult, run_verify
 from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
 from gpuctl.errors import ExitCode
+from gpuctl.hostlist import fold
 from gpuctl.inventory import load_inventory
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import resolve
@@ -52,9 +53,15 @@ def print_result(result: VerifyResult) -> None:
     failed = [(n, c) for n, h in sorted(result.hosts.items()) for c in h.failed]
     if failed:
         out.print(f"\n[bold]{len(failed)} failed check(s)[/bold]")
+    # The same finding on many nodes is one entry naming them (64 nodes: one line per
+    # finding, not per node); the run record keeps every host's own result.
+    same: dict[tuple[str, str, str, str, str], list[str]] = {}
     for n, c in failed:
-        out.print(f"[red]FAIL[/red] {n} [bold]{escape(c.check)}[/bold]: {escape(c.message)}")
-        out.print(escape(f"     expected: {c.expected}\n     found:    {c.found}\n     remediation: {c.remediation}"))
+        same.setdefault((c.check, c.message, str(c.expected), str(c.found), str(c.remediation)), []).append(n)
+    for (check, message, expected, found, remediation), names in same.items():
+        where = names[0] if len(names) == 1 else f"on {len(names)} hosts {fold(names)}"
+        out.print(f"[red]FAIL[/red] {escape(where)} [bold]{escape(check)}[/bold]: {escape(message)}")
+        out.print(escape(f"     expected: {expected}\n     found:    {found}\n     remediation: {remediation}"))
     for name, h in sorted(result.hosts.items()):
         if h.unreachable_reason:
             out.print(f"[red]UNREACHABLE[/red] {name}: {escape(h.unreachable_reason)}")

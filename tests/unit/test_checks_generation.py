@@ -157,6 +157,23 @@ def test_cli_reports_failures_and_exits_1(monkeypatch, tmp_path, as_json):
         assert "expected: x16" in res.output and "found:    x8 (max x16)" in res.output
 
 
+def test_cli_folds_the_same_failure_on_many_hosts_into_one_entry(monkeypatch, tmp_path):
+    def bad(n: str, found: str) -> HostResult:
+        return HostResult(n, [CheckResult(n, "nccl.nccl_conf[NCCL_IB_HCA]", "nccl", CheckStatus.FAIL,
+                                          expected="mlx5_0", found=found, remediation="reconfigure",
+                                          message="NCCL_IB_HCA differs from the fabric")])
+    hosts = {f"gpu-{i:02d}": bad(f"gpu-{i:02d}", "rxe0") for i in range(1, 64)}
+    hosts["gpu-64"] = bad("gpu-64", "mlx5_9")  # the odd one out keeps its own entry
+    monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path))
+    monkeypatch.setattr("gpuctl.cli.verify.run_verify", lambda *a, **k: VerifyResult(hosts, run_id="r1"))
+    res = CliRunner().invoke(main, ["verify", str(LAB_INVENTORY)], env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output
+    assert "64 failed check(s)" in res.output
+    assert "FAIL on 63 hosts gpu-[01-63] nccl.nccl_conf[NCCL_IB_HCA]" in res.output
+    assert "FAIL gpu-64 nccl.nccl_conf[NCCL_IB_HCA]" in res.output
+    assert res.output.count("remediation: reconfigure") == 2
+
+
 def test_cli_exit_codes(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path))
     passing = VerifyResult({"gpu-01": HostResult("gpu-01", [CheckResult("gpu-01", "a.b", "a", CheckStatus.PASS)])})
