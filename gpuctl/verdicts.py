@@ -31,6 +31,7 @@ from gpuctl.parsers.perftest import BwResult, LatResult
 from gpuctl.parsers.topo import TopoResult
 from gpuctl.parsers.training import TrainingResult
 from gpuctl.parsers.xid import XidResult
+from gpuctl.remediation import Remediation
 
 
 class Status(StrEnum):
@@ -40,15 +41,6 @@ class Status(StrEnum):
     NO_THRESHOLD = "no-threshold"
     NOT_APPLICABLE = "not-applicable"
     ERROR = "error"  # the measurement could not be taken ("could not run")
-
-
-class Remediation(StrEnum):
-    NONE = "none"
-    REBOOT = "reboot"
-    RESEAT_OR_REPLACE = "reseat_or_replace"
-    RECONFIGURE = "reconfigure"
-    RERUN = "rerun"
-    VENDOR_RMA = "vendor_rma"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gpuctl.verdicts import Remediation
+from gpuctl.remediation import Remediation
 
 __all__ = [
     "CheckFailure", "CheckResult", "CheckStatus", "CouldNotRun", "HostResult", "HostStatus", "Remediation",
