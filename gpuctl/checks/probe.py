@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuctl.errors import ParseError
-from gpuctl.facts.system import BOOT_SCRIPT, BootState, parse_boot
+from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
 from gpuctl.parsers.nvidia_smi import (
     DriverLibraryMismatch,
@@ -310,7 +310,7 @@ class Probe:
         return self.parsed("topo", build)
 
     def boot(self) -> BootState:
-        """GRUB or not (the base role's own probe, `gpuctl.facts.system.BOOT_SCRIPT`)."""
+        """GRUB or not (the base role's own probe, `gpuctl.parsers.boot.BOOT_SCRIPT`)."""
         return self.parsed("boot", lambda: parse_boot(self.output("boot", BOOT_SCRIPT).stdout.splitlines()))
 
     def kernel_log(self) -> XidResult:
