@@ -31,7 +31,7 @@ def fold(names: Iterable[str]) -> str:
             parts.append(entry)
             continue
         prefix, width = entry
-        nums = sorted(set(groups[entry]))
+        nums = sorted(groups[entry])  # names are unique, so are their numbers
         if len(nums) == 1:
             parts.append(f"{prefix}{nums[0]:0{width}d}")
             continue

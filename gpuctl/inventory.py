@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
+import urllib.parse
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -480,8 +481,6 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
                                          "(e.g. its VLAN or fabric address)")
 
     if repos.cache_host is not None and repos.apt_proxy:
-        import urllib.parse
-
         port = urllib.parse.urlsplit(repos.apt_proxy).port
         if port is not None and port > ACNG_MAX_PROXY_PORT:
             err(("repos", "apt_proxy"), f"port {port}: the package cache (apt-cacher-ng) reads an upstream proxy "

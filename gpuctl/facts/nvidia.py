@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pyinfra.api import FactBase
 
 from gpuctl.facts import marker, one_line
-from gpuctl.facts.system import BOOT_SCRIPT, BootState, parse_boot
+from gpuctl.parsers._common import key_values
+from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,7 @@ class NvidiaModuleState:
 
 
 def parse_nvidia_module(lines: list[str]) -> NvidiaModuleState:
-    kv: dict[str, str] = {}
-    for line in lines:
-        k, sep, v = line.partition("=")
-        if sep:
-            kv[k.strip()] = v.strip()
+    kv = key_values(lines)
     return NvidiaModuleState(
         boot=parse_boot(lines),
         loaded_version=kv.get("loaded") or None,

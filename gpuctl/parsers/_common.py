@@ -1,4 +1,4 @@
-"""Helpers shared by the parsers: input checks, error quoting, ANSI stripping."""
+"""Helpers shared by the parsers: input checks, error quoting, ANSI stripping, key=value lines."""
 
 from __future__ import annotations
 
@@ -44,3 +44,14 @@ def to_int(token: str, tool: str, line: str) -> int:
         return int(token)
     except ValueError:
         raise ParseError(f"{tool}: expected an integer, got {token!r} in {quote(line)}") from None
+
+
+def key_values(lines: list[str]) -> dict[str, str]:
+    """``key=value`` lines (the probes' own output) as a dict, both sides stripped; lines
+    without ``=`` are ignored."""
+    kv: dict[str, str] = {}
+    for line in lines:
+        k, sep, v = line.partition("=")
+        if sep:
+            kv[k.strip()] = v.strip()
+    return kv

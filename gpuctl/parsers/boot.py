@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuctl.parsers._common import key_values
+
 
 @dataclass(frozen=True)
 class BootState:
@@ -41,11 +43,7 @@ echo "grub=$grub"; echo "running=$running"; echo "boot=$boot"; echo "boot_source
 
 
 def parse_boot(lines: list[str]) -> BootState:
-    kv: dict[str, str] = {}
-    for line in lines:
-        k, sep, v = line.partition("=")
-        if sep:
-            kv[k.strip()] = v.strip()
+    kv = key_values(lines)
     running = kv.get("running", "")
     return BootState(
         grub=kv.get("grub") or None,
