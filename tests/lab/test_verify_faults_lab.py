@@ -11,6 +11,7 @@ verify), and faults that need those roles are not injected — both are printed.
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 
@@ -126,8 +127,36 @@ def test_injected_faults_are_caught_on_that_node_only(provisioned, lab, group, r
     _assert_healthy(cleared, nodes)
 
 
-def test_slow_nccl_is_judged_by_bench_not_verify():
-    pytest.skip("slow_nccl is a benchmark finding (gpuctl bench judges busbw); verify has no check for it")
+def test_slow_nccl_is_judged_by_bench_not_verify(provisioned, lab):
+    """slow_nccl (bus bandwidth at 60 % of the SKU's) leaves every verify check passing — verify
+    has no bandwidth check — and the bench's own all_reduce script, judged against the SKU,
+    fails on the faulty node and passes on the healthy one."""
+    from gpuctl.analyze import analyze_text
+    from gpuctl.bench import suites
+    from gpuctl.catalog import load_sku
+    from gpuctl.lab.ssh import ssh_run
+    from gpuctl.lab.standin.faults import apply_fault
+    from gpuctl.spec import resolve
+
+    loaded, roles, runs = provisioned
+    specs = {s.node: s for s in resolve(loaded)}
+    nodes = [n.name for n in loaded.inventory.nodes]
+    faulty, healthy = nodes[FAULTY], nodes[HEALTHY]
+    sku = load_sku(loaded.inventory.cluster.sku)
+    status = {}
+    apply_fault(faulty, "slow_nccl", state=lab)
+    try:
+        result, _ = _verify(loaded, roles, runs)
+        _assert_healthy(result, nodes)
+        for name in (faulty, healthy):
+            script = suites.nccl_script("all_reduce_perf", suites.SUITES["quick"], specs[name])
+            out = ssh_run(name, f"bash -c {shlex.quote(script)}", state=lab, timeout=300)
+            assert out.returncode == 0, out.stdout[-2000:]
+            status[name] = analyze_text("nccl", out.stdout, sku, source=f"{name}:all_reduce_perf").status.value
+    finally:
+        apply_fault(faulty, "slow_nccl", clear=True, state=lab)
+    assert status[faulty] == "fail", status
+    assert status[healthy] in ("pass", "warn"), status
 
 
 def test_unreachable_node_is_could_not_run(provisioned):
