@@ -320,3 +320,16 @@ def test_profile_is_deterministic() -> None:
     assert a == b and a != write_profile("gpu-01", "hgx-h100-80gb", 1)
     assert [g["bus_id"] for g in a["gpus"]] == [f"00000000:{b.upper()}:00.0" for b in
                                                 ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")]
+
+
+def test_quick_suite_all_reduce_judged_fail_only_with_slow_nccl(node: Node) -> None:
+    """What the lab's slow_nccl test relies on: the quick suite's all_reduce argv on the
+    stand-in, judged against the SKU, passes on a healthy node and fails with slow_nccl."""
+    from gpuctl.analyze import analyze_text
+    from gpuctl.bench.suites import SUITES, nccl_argv
+
+    sku = load_sku("hgx-h100-80gb")
+    argv = nccl_argv("all_reduce_perf", SUITES["quick"].nccl_max_bytes, sku.gpu.count)
+    assert analyze_text("nccl", node.out(*argv), sku).status.value in ("pass", "warn")
+    node.faults("slow_nccl")
+    assert analyze_text("nccl", node.out(*argv), sku).status.value == "fail"
