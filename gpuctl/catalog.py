@@ -154,6 +154,15 @@ class EccLimits(_Frozen):
     max_dram_corrected: Figure
     max_sram_corrected: Figure
     max_uncorrectable: Figure
+    # 1: an aggregate uncorrectable count whose rows were remapped (not pending, no failure) is not an RMA
+    remapped_uncorrectable_ok: Figure | None = None
+
+
+class PcieLinkLimits(_Frozen):
+    """Current PCIe link against the GPU's own maximum (no SKU needed)."""
+
+    min_width_fraction_of_max: Figure
+    gen_below_max_warns: Figure
 
 
 class PreflightLimits(_Frozen):
@@ -165,6 +174,7 @@ class Health(_Frozen):
     ecc: EccLimits
     fabric_rates_gbps: dict[Literal["infiniband", "roce"], Limit]
     preflight: PreflightLimits
+    pcie_link: PcieLinkLimits | None = None
 
 
 def _skus_dir() -> Path:

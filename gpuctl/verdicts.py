@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gpuctl.catalog import Health, Sku, Threshold, load_health
+from gpuctl.catalog import EccLimits, Health, Sku, Threshold, load_health
 from gpuctl.parsers.bandwidth import BandwidthResult
 from gpuctl.parsers.dcgm import DcgmResultSet
 from gpuctl.parsers.fio import FioResult
@@ -295,6 +295,9 @@ def _health_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Ver
         val = getattr(gpu, field_)
         if val is not None:
             lim = ecc.max_uncorrectable.value
+            if label == "aggregate" and val > lim and (remapped := _remapped_verdict(gpu, val, ecc, subject)):
+                out.append(remapped)
+                continue
             out.append(judge_fact(field_, val <= lim, value=val, expected=lim, subject=subject,
                                   source=ecc.max_uncorrectable.source,
                                   remediation=Remediation.REBOOT if label == "volatile" else Remediation.VENDOR_RMA,
@@ -324,6 +327,52 @@ def _health_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Ver
     return out
 
 
+def _remapped_verdict(gpu: GpuInfo, count: int, ecc: EccLimits, subject: Subject) -> Verdict | None:
+    """The aggregate uncorrectable count of a GPU with row remapping (A100 and later): rows
+    remapped with nothing pending and no failure is healthy (a note); pending is a reset;
+    a remapping failure is the RMA case. None: no row-remapping data, judge as before."""
+    fig = ecc.remapped_uncorrectable_ok
+    if fig is None or not fig.value or gpu.remap_failure is None or gpu.remap_pending is None:
+        return None
+    check = "ecc_aggregate_uncorrectable"
+    if gpu.remap_failure:
+        return judge_fact(check, False, value=count, expected=0, subject=subject, source=fig.source,
+                          remediation=Remediation.VENDOR_RMA,
+                          message=f"{count} uncorrectable ECC errors (aggregate) and row remapping failed: RMA")
+    if gpu.remap_pending:
+        return judge_fact(check, False, value=count, expected=0, subject=subject, source=fig.source,
+                          remediation=Remediation.REBOOT,
+                          message=f"{count} uncorrectable ECC errors (aggregate), row remapping pending: "
+                                  "reset the GPU or reboot")
+    rows = f"{gpu.remapped_uncorrectable} row(s) remapped" if gpu.remapped_uncorrectable else "rows remapped"
+    return Verdict(check, Status.PASS, subject, count, 0, "", fig.source, Remediation.NONE,
+                   f"{subject.label()}: {check} = {count}; {rows}, none pending, no remapping failure "
+                   "(handled by row remapping, not an RMA)")
+
+
+def _link_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Verdict]:
+    """Current PCIe link against the GPU's own maximum (used when no SKU is given)."""
+    link = health.pcie_link
+    out: list[Verdict] = []
+    if link is None:
+        return out
+    if gpu.pcie_width_current is not None and gpu.pcie_width_max:
+        fig = link.min_width_fraction_of_max
+        want = gpu.pcie_width_max * fig.value
+        out.append(judge_fact("pcie_width", gpu.pcie_width_current >= want, value=gpu.pcie_width_current,
+                              expected=gpu.pcie_width_max, unit="lanes", subject=subject, source=fig.source,
+                              remediation=Remediation.RESEAT_OR_REPLACE,
+                              message=f"PCIe link trained at x{gpu.pcie_width_current} of its maximum "
+                                      f"x{gpu.pcie_width_max} (lost lanes: seating, riser or slot)"))
+    if gpu.pcie_gen_current is not None and gpu.pcie_gen_max and link.gen_below_max_warns.value:
+        out.append(judge_fact("pcie_gen_current", gpu.pcie_gen_current >= gpu.pcie_gen_max,
+                              value=gpu.pcie_gen_current, expected=gpu.pcie_gen_max, subject=subject,
+                              source=link.gen_below_max_warns.source, remediation=Remediation.RERUN, warn_only=True,
+                              message=f"running at PCIe Gen{gpu.pcie_gen_current} of its maximum "
+                                      f"Gen{gpu.pcie_gen_max} (idle power saving? rerun under load)"))
+    return out
+
+
 def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """ECC, retired pages and row remapping against `load_health()` always; with a SKU,
     GPU count, model, memory and PCIe generation/width, each naming GPU and bus id.
@@ -342,6 +391,7 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
         s = _gpu_subject(gpu, subject)
         out.extend(_health_verdicts(gpu, health, s))
         if sku is None:
+            out.extend(_link_verdicts(gpu, health, s))
             continue
         if gpu.name is not None:
             out.append(judge_fact("gpu_model", gpu.name == sku.gpu.model, value=gpu.name, expected=sku.gpu.model,

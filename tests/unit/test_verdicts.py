@@ -288,3 +288,40 @@ def test_gdsio_has_no_threshold_yet() -> None:
     a = analyze_text("gdsio", text("gdsio/gdsio-read-write-public.txt"), load_sku("hgx-h100-80gb"))
     assert {v.status for v in a.verdicts} == {Status.NO_THRESHOLD}
     assert not a.failed
+
+
+# ---------------------------------------------------------------- issue 12: judgements without a SKU
+
+CSV_X8 = (
+    "0, NVIDIA H200, 00000000:19:00.0, 580.159.04, 5, 5, 16, 16, 143771, Enabled, Enabled, 0, 0, 0, "
+    "[N/A], 0, 0, No, No, 1, GPU-a\n"
+    "1, NVIDIA H200, 00000000:3B:00.0, 580.159.04, 1, 5, 8, 16, 143771, Enabled, Enabled, 0, 0, 0, "
+    "[N/A], 0, 0, No, No, 2, GPU-b\n"
+)
+
+
+def test_pcie_width_below_own_max_fails_without_sku() -> None:
+    vs = judge_nvidia_smi(parse_query_gpu_csv(CSV_X8))
+    width = [v for v in vs if v.check == "pcie_width"]
+    assert [(v.subject.gpu, v.status) for v in width] == [(0, Status.PASS), (1, Status.FAIL)]
+    assert "x8" in width[1].message and "x16" in width[1].message and width[1].source
+    gen = [v for v in vs if v.check == "pcie_gen_current" and v.status is not Status.PASS]
+    assert [(v.subject.gpu, v.status) for v in gen] == [(1, Status.WARN)]  # idle GPUs downtrain the gen
+    assert overall(vs) is Status.FAIL
+
+
+def test_remapped_uncorrectable_is_not_rma() -> None:
+    # 2 uncorrectable DRAM errors, rows remapped, nothing pending, no failure: healthy (NVIDIA row remapping)
+    ok = ("0, NVIDIA H100 80GB HBM3, 00000000:19:00.0, 535.161.08, 5, 5, 16, 16, 81559, Enabled, Enabled, "
+          "0, 2, 0, [N/A], 0, 2, No, No, 1, GPU-a\n")
+    vs = judge_nvidia_smi(parse_query_gpu_csv(ok))
+    agg = next(v for v in vs if v.check == "ecc_aggregate_uncorrectable")
+    assert agg.status is Status.PASS and agg.remediation is Remediation.NONE
+    assert "remapped" in agg.message and "Memory Error Management" in agg.source
+    failed = ok.replace("No, No, 1", "No, Yes, 1")
+    agg = next(v for v in judge_nvidia_smi(parse_query_gpu_csv(failed)) if v.check == "ecc_aggregate_uncorrectable")
+    assert (agg.status, agg.remediation) == (Status.FAIL, Remediation.VENDOR_RMA)
+    pending = ok.replace("No, No, 1", "Yes, No, 1")
+    vs = judge_nvidia_smi(parse_query_gpu_csv(pending))
+    agg = next(v for v in vs if v.check == "ecc_aggregate_uncorrectable")
+    assert agg.status is Status.FAIL and agg.remediation is Remediation.REBOOT
