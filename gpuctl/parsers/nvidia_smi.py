@@ -295,6 +295,28 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
     )
 
 
+# Sections every GPU of a full `nvidia-smi -q` (no -d) has, Processes being the last but one
+# or last; `-q -d SECTION` output has no Product Name and is not held to this.
+_Q_FULL_SECTIONS = ("Product Name", "PCI", "Processes")
+
+
+def _q_check_complete(buses: list[str], trees: list[Tree]) -> None:
+    """Refuse output cut inside a GPU's block: the last GPU must have every section the
+    other GPUs all have, and a full -q block must reach its Processes section."""
+    full = any("Product Name" in t for t in trees)
+    for bus, tree in zip(buses, trees, strict=True):
+        missing = [k for k in _Q_FULL_SECTIONS if k not in tree] if full else []
+        if missing:
+            raise ParseError(f"{TOOL} -q: GPU {bus} has no {', '.join(missing)} section (truncated output?)")
+    if len(trees) > 1:
+        shared = set.intersection(*(set(t) for t in trees[:-1]))
+        missing = [k for k in trees[0] if k in shared and k not in trees[-1]]
+        if missing:
+            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            raise ParseError(f"{TOOL} -q: GPU {buses[-1]} lacks {shown}, which every other GPU has "
+                             "(truncated output?)")
+
+
 def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
     """Parse `nvidia-smi -q` (also `-q -d SECTION`) text."""
     text = require_text(text, TOOL)
@@ -316,12 +338,14 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
             f"{TOOL} -q: 'Attached GPUs : {attached}' but {len(blocks)} GPU section(s) found (truncated output?)"
         )
     driver = _clean(top.get("Driver Version"))
-    gpus = []
-    for i, (bus, block) in enumerate(blocks):
+    trees = []
+    for bus, block in blocks:
         tree = _q_tree(block)
         if not tree:
             raise ParseError(f"{TOOL} -q: GPU {bus} has an empty section (truncated output?)")
-        gpus.append(_q_gpu(i, bus, tree, driver))
+        trees.append(tree)
+    _q_check_complete([bus for bus, _ in blocks], trees)
+    gpus = [_q_gpu(i, bus, tree, driver) for i, ((bus, _), tree) in enumerate(zip(blocks, trees, strict=True))]
     return NvidiaSmiResult("q", driver, _clean(top.get("CUDA Version")), tuple(gpus))
 
 

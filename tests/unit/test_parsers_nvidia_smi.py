@@ -175,3 +175,20 @@ def test_truncated_xml_output() -> None:
 def test_unusable_output_raises(parser, output: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         parser(output)
+
+
+@pytest.mark.parametrize("keep_lines", [1, 6, 40])
+def test_truncated_last_gpu_block_is_refused(keep_lines: int) -> None:
+    # the output cut inside the last GPU's block: 'Attached GPUs : 8' and 8 headers match, but
+    # GPU 7 lacks the sections (Product Name, PCI, ECC Errors, ...) every other GPU has
+    full = text("nvidia-smi-q-h100-8gpu-535.161.txt")
+    start = full.index("GPU 00000000:DB:00.0")
+    cut = "\n".join(full[start:].splitlines()[:keep_lines])
+    with pytest.raises(ParseError, match=r"GPU 00000000:DB:00.0 .*truncated"):
+        parse_nvidia_smi_q(full[:start] + cut + "\n")
+
+
+def test_single_gpu_cut_mid_block_is_refused() -> None:
+    full = text("nvidia-smi-q-h200-1gpu-580.159.txt")
+    with pytest.raises(ParseError, match="truncated"):
+        parse_nvidia_smi_q(full[: full.index("    ECC Mode")])
