@@ -23,7 +23,7 @@ from gpuctl.parsers.bandwidth import BandwidthResult
 from gpuctl.parsers.dcgm import DcgmResultSet
 from gpuctl.parsers.fio import FioResult
 from gpuctl.parsers.gdsio import GdsioResult
-from gpuctl.parsers.ibstat import IbstatResult
+from gpuctl.parsers.ibstat import IbPort, IbstatResult
 from gpuctl.parsers.nccl import NcclResult
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult
 from gpuctl.parsers.nvlink import NvlinkResult
@@ -200,8 +200,8 @@ NCCL_WRONG_SOURCE = "nccl-tests: #wrong counts elements that differ from the exp
 
 def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """#wrong = 0 always; with a SKU, the large-message bus bandwidth against
-    `all_reduce_busbw_gb_s` (one node) or `multi_node_busbw_gb_s` (more ranks than the
-    SKU has GPUs). Only all_reduce is judged against those thresholds."""
+    `all_reduce_busbw_gb_s` (one node) or `multi_node_busbw_gb_s` (ranks on more than one
+    host; without Rank lines, more ranks than the SKU has GPUs). Only all_reduce is judged against those thresholds."""
     out = []
     if result.validated:
         out.append(judge_fact(
@@ -216,7 +216,8 @@ def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NO
     if sku is None:
         return out
     is_all_reduce = result.test is None or "all_reduce" in result.test
-    multi = result.gpus > sku.gpu.count
+    # nodes are the distinct hosts of the Rank lines; without any, fall back to the rank count
+    multi = result.nodes > 1 if result.nodes else result.gpus > sku.gpu.count
     name = "multi_node_busbw_gb_s" if multi else "all_reduce_busbw_gb_s"
     if not is_all_reduce:
         out.append(judge(f"{result.test}_busbw_gb_s", result.large_msg_busbw_gb_s, None, "GB/s", subject))
@@ -469,9 +470,21 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
                                   expected="Active/LinkUp", subject=s, source="ibstat",
                                   remediation=Remediation.RESEAT_OR_REPLACE, warn_only=True,
                                   message=f"{p.link_layer} port {p.state}/{p.physical_state} at {p.rate_gbps:g} Gb/s"))
+        up = [p for p in result.ports if p.active]
+        out.append(Verdict("ib_ports_up", Status.PASS if up else Status.WARN, subject, len(up), None, "ports",
+                           "ibstat", Remediation.NONE if up else Remediation.RESEAT_OR_REPLACE,
+                           f"{subject.label()}: {len(up)} of {len(result.ports)} ports Active/LinkUp"
+                           + _by_layer(up)))
         return out
     if fabric is None:
         fabric = "infiniband" if sku.fabric.infiniband_rate_gbps else "roce" if sku.fabric.roce_rate_gbps else None
+        layers = {p.link_layer for p in result.ports}
+        # a RoCE build of an InfiniBand SKU (or the reverse): judge the layer the node has
+        if fabric == "infiniband" and "InfiniBand" not in layers and "Ethernet" in layers:
+            fabric = "roce"
+        elif fabric == "roce" and "Ethernet" not in layers and "InfiniBand" in layers \
+                and sku.fabric.infiniband_rate_gbps:
+            fabric = "infiniband"
     rate = sku.fabric_rate_gbps(fabric) if fabric else None
     if rate is None:
         return [Verdict("ib_port", Status.NOT_APPLICABLE, subject, None, None, "Gb/s", "SKU catalog",
@@ -506,8 +519,20 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
         want = int(sku.fabric.hcas.value)
         out.append(judge_fact("ib_ports_up", good >= want, value=good, expected=want, unit="ports", subject=subject,
                               source=sku.fabric.hcas.source, remediation=Remediation.RESEAT_OR_REPLACE,
-                              message=f"{good} fabric ports Active at {rate:g} Gb/s, expected {want}"))
+                              message=f"{good} {layer} fabric ports Active at {rate:g} Gb/s, expected {want}"))
+        if good >= want:
+            v = out[-1]
+            out[-1] = Verdict(v.check, v.status, v.subject, v.value, v.threshold, v.unit, v.source, v.remediation,
+                              f"{v.message}; {layer} link layer")
     return out
+
+
+def _by_layer(ports: Sequence[IbPort]) -> str:
+    """' (Ethernet 8, InfiniBand 1)' for a port list."""
+    counts: dict[str, int] = {}
+    for p in ports:
+        counts[p.link_layer] = counts.get(p.link_layer, 0) + 1
+    return f" ({', '.join(f'{k} {n}' for k, n in sorted(counts.items()))})" if counts else ""
 
 
 # ---------------------------------------------------------------- perftest

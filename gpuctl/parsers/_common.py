@@ -15,6 +15,15 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+# mpirun --tag-output: "[1,0]<stdout>:" / "[1,3]<stderr>:" before every line
+_MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:", re.MULTILINE)
+
+
+def strip_mpi_tags(text: str) -> str:
+    """`text` without Open MPI ``--tag-output`` line prefixes."""
+    return _MPI_TAG.sub("", text)
+
+
 def quote(line: str, limit: int = 160) -> str:
     """A line shortened for an error message, in quotes."""
     line = line.strip()

@@ -10,11 +10,17 @@ Both table layouts are read, driven by the column header rather than by position
 Only a ``#wrong`` column counts wrong elements; an old-style ``error`` column is kept as
 `NcclRow.oop_error` / `ip_error` and never counted as wrong.
 
-Unusable output raises `ParseError`: empty text, a ``NCCL WARN`` line or a
-``Test NCCL failure`` / ``Test CUDA failure`` line (a failed run: gpuctl does not
-return a half result for it), a header without rows, or rows without the closing
-``# Avg bus bandwidth`` line (a truncated run). NCCL INFO lines printed inside the
-table are skipped.
+Unusable output raises `ParseError`: empty text, a ``Test NCCL failure`` /
+``Test CUDA failure`` line (a failed run: gpuctl does not return a half result for it),
+a header without rows, or rows without the closing ``# Avg bus bandwidth`` line (a
+truncated run). A ``NCCL WARN`` line alone does not fail a run whose table and average
+are complete (NCCL warns about, e.g., a missing net plugin and carries on): it is kept in
+`NcclResult.notes`, and named in the error when the run is unusable. NCCL INFO lines
+printed inside the table are skipped; Open MPI ``--tag-output`` prefixes are removed.
+
+Nodes are the distinct host names of the ``# Rank`` lines (a launcher may print only
+some of them); the rank count is the largest ``nranks`` NCCL reports in its
+``Init COMPLETE`` INFO lines when present, else the number of ``# Rank`` lines.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from gpuctl.errors import ParseError
-from gpuctl.parsers._common import quote, require_text, to_float, to_int
+from gpuctl.parsers._common import quote, require_text, strip_mpi_tags, to_float, to_int
 
 TOOL = "nccl-tests"
 
@@ -45,7 +51,10 @@ _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 # " 10737418240    2684354560     float     sum      -1  80646.8  133.14  233.00       0 ..."
 _ROW = re.compile(r"^\s*\d+\s+\d+\s+\S+")
 # "gpu-01:123:456 [0] NCCL WARN ..."  /  "Test NCCL failure common.cu:1234 'unhandled cuda error'"
-_FAILURE = re.compile(r"NCCL WARN|Test (?:NCCL|CUDA) failure|Test failure")
+_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure|Test failure")
+_WARN = re.compile(r"NCCL WARN\s*(.*)$")
+# "node-a:1234:1300 [0] NCCL INFO comm 0x55d0 rank 0 nranks 16 cudaDev 0 ... - Init COMPLETE"
+_NRANKS = re.compile(r"\bnranks\s+(\d+)")
 
 
 @dataclass(frozen=True)
@@ -105,15 +114,23 @@ class NcclResult:
     nccl_tests_version: str | None
     ranks: tuple[NcclRank, ...]
     out_of_bounds: int | None
+    nranks: int | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:
-        """Number of ranks (one GPU each) listed under ``# Using devices``."""
-        return len(self.ranks)
+        """Number of ranks (one GPU each): NCCL's own ``nranks`` when it printed one, else
+        the ``# Rank`` lines under ``# Using devices``."""
+        return max(self.nranks or 0, len(self.ranks))
 
     @property
     def hosts(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(r.host for r in self.ranks))
+
+    @property
+    def nodes(self) -> int:
+        """Distinct hosts in the ``# Rank`` lines (0 when none were printed)."""
+        return len(self.hosts)
 
     @property
     def large_msg_busbw_gb_s(self) -> float:
@@ -185,7 +202,7 @@ def _parse_row(columns: list[str], line: str) -> NcclRow:
 
 def parse_nccl_tests(text: str) -> NcclResult:
     """Parse the output of one nccl-tests binary (any collective)."""
-    text = require_text(text, TOOL)
+    text = strip_mpi_tags(require_text(text, TOOL))
     columns: list[str] | None = None
     rows: list[NcclRow] = []
     ranks: list[NcclRank] = []
@@ -195,12 +212,19 @@ def parse_nccl_tests(text: str) -> NcclResult:
     library_version: str | None = None
     nccl_version: str | None = None
     test: str | None = None
+    nranks: int | None = None
+    warnings: list[str] = []
     for line in text.splitlines():
         if _FAILURE.search(line):
             raise ParseError(f"{TOOL}: the run failed: {quote(line)}")
+        if m := _WARN.search(line):
+            warnings.append("NCCL WARN " + m.group(1).strip())
+            continue
         if m := _NCCL_VERSION.search(line):
             nccl_version = nccl_version or m.group(1)
         if " NCCL INFO " in line or line.startswith("NCCL INFO"):
+            if m := _NRANKS.search(line):
+                nranks = max(nranks or 0, int(m.group(1)))
             continue
         if m := _TESTS_VERSION.match(line):
             tests_version = m.group(1)
@@ -218,14 +242,15 @@ def parse_nccl_tests(text: str) -> NcclResult:
             oob = int(m.group(1))
         elif columns is not None and avg is None and _ROW.match(line):
             rows.append(_parse_row(columns, line))
+    warned = f"; it warned: {quote(warnings[0])}" if warnings else ""
     if columns is None:
-        raise ParseError(f"{TOOL}: no results table (no '#  size  count  type ...' header) in the output")
+        raise ParseError(f"{TOOL}: no results table (no '#  size  count  type ...' header) in the output{warned}")
     if not rows:
-        raise ParseError(f"{TOOL}: the results table has a header but no rows (truncated run?)")
+        raise ParseError(f"{TOOL}: the results table has a header but no rows (truncated run?){warned}")
     if avg is None:
         raise ParseError(
             f"{TOOL}: no '# Avg bus bandwidth' line after the last row "
-            f"{quote(str(rows[-1].size_bytes) + ' bytes ...')} (truncated run?)"
+            f"{quote(str(rows[-1].size_bytes) + ' bytes ...')} (truncated run?){warned}"
         )
     numeric_wrong = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
     return NcclResult(
@@ -240,4 +265,6 @@ def parse_nccl_tests(text: str) -> NcclResult:
         nccl_tests_version=tests_version,
         ranks=tuple(ranks),
         out_of_bounds=oob,
+        nranks=nranks,
+        notes=tuple(warnings),
     )

@@ -99,3 +99,55 @@ def test_nccl_version_from_info_line_wins() -> None:
 def test_unusable_output_raises(text: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         parse_nccl_tests(text)
+
+
+# --- issue 12: real-world output shapes ------------------------------------------------
+
+
+def test_benign_nccl_warn_is_a_note_not_a_failure() -> None:
+    warn = "n1:7:7 [1] NCCL WARN NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n"
+    r = parse_nccl_tests(warn + HEADER + ROW_OK + AVG)
+    assert r.avg_busbw_gb_s == pytest.approx(268.405)
+    assert len(r.notes) == 1 and "libnccl-net.so" in r.notes[0]
+
+
+def test_warn_then_truncated_run_names_the_warning() -> None:
+    with pytest.raises(ParseError, match=r"NCCL WARN.*out of memory"):
+        parse_nccl_tests(HEADER + "n1:5:5 [0] NCCL WARN Cuda failure 'out of memory'\n")
+
+
+TWO_NODE_PARTIAL = """# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#
+# Using devices
+#  Rank  0 Group  0 Pid  1234 on   node-a device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  8 Group  0 Pid  2234 on   node-b device  0 [0x18] NVIDIA H100 80GB HBM3
+node-a:1234:1300 [0] NCCL INFO comm 0x55d0 rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 18000 - Init COMPLETE
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
+"""
+
+
+def test_nodes_come_from_hosts_not_rank_line_count() -> None:
+    r = parse_nccl_tests(TWO_NODE_PARTIAL + ROW_OK + AVG)
+    assert r.hosts == ("node-a", "node-b")
+    assert r.nodes == 2
+    assert r.nranks == 16
+    assert r.gpus == 16
+
+
+def test_two_nodes_judged_multi_node_even_with_few_rank_lines() -> None:
+    from gpuctl.catalog import load_sku
+    from gpuctl.verdicts import judge_nccl
+
+    names = [x.check for x in judge_nccl(parse_nccl_tests(TWO_NODE_PARTIAL + ROW_OK + AVG), load_sku("hgx-h100-80gb"))]
+    assert "multi_node_busbw_gb_s" in names
+
+
+def test_mpirun_tag_output_prefixes_are_stripped() -> None:
+    text = "".join(
+        f"[1,{i % 2}]<{'stderr' if 'WARN' in line else 'stdout'}>:{line}\n"
+        for i, line in enumerate((HEADER + ROW_OK + AVG).splitlines())
+    )
+    r = parse_nccl_tests(text)
+    assert r.avg_busbw_gb_s == pytest.approx(268.405)
+    assert len(r.rows) == 1 and r.gpus == 2
