@@ -94,6 +94,9 @@ def parse_ibstat(text: str) -> IbstatResult:
         if not line.strip():
             continue
         if m := _CA.match(line):
+            if any(name == m.group(1) for name, _, _ in cas):
+                raise ParseError(f"{TOOL}: CA {m.group(1)!r} appears twice (two pastes or two nodes' outputs "
+                                 "joined?); give one node's ibstat")
             cas.append((m.group(1), {}, []))
         elif m := _PORT.match(line):
             if not cas:

@@ -64,3 +64,10 @@ def test_a100_hdr() -> None:
 def test_unusable_output_raises(text: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         parse_ibstat(text)
+
+
+def test_duplicate_ca_in_one_paste_is_refused() -> None:
+    one = (FIX / "ibstat-cx7-ndr-ib-8port-active.txt").read_text()
+    first_ca = one[: one.index("CA 'mlx5_1'")]  # the whole mlx5_0 block
+    with pytest.raises(ParseError, match=r"mlx5_0.*twice"):
+        parse_ibstat(one + first_ca)

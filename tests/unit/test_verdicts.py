@@ -325,3 +325,19 @@ def test_remapped_uncorrectable_is_not_rma() -> None:
     vs = judge_nvidia_smi(parse_query_gpu_csv(pending))
     agg = next(v for v in vs if v.check == "ecc_aggregate_uncorrectable")
     assert agg.status is Status.FAIL and agg.remediation is Remediation.REBOOT
+
+
+def test_ibstat_roce_fabric_ports_are_counted() -> None:
+    # a RoCE build: the same 8x CX-7 at 400, link layer Ethernet, Active/LinkUp
+    ib = text("ibstat/ibstat-cx7-ndr-ib-8port-active.txt")
+    roce = parse_ibstat(ib.replace("Link layer: InfiniBand", "Link layer: Ethernet"))
+    vs = judge_ibstat(roce, load_sku("hgx-h100-80gb"))
+    up = next(v for v in vs if v.check == "ib_ports_up")
+    assert (up.value, up.status) == (8, Status.PASS)
+    assert "Ethernet" in up.message or any("Ethernet" in v.message for v in vs if v.check == "ib_ports_up")
+    polling = judge_ibstat(parse_ibstat(text("ibstat/ibstat-cx7-roce-down-polling.txt")), load_sku("hgx-h100-80gb"))
+    assert next(v for v in polling if v.check == "ib_ports_up").value == 6  # was 0: no InfiniBand port
+    # without a SKU: a count of the ports up, by link layer
+    plain = judge_ibstat(parse_ibstat(text("ibstat/ibstat-cx7-roce-down-polling.txt")))
+    summary = next(v for v in plain if v.check == "ib_ports_up")
+    assert summary.value == 10 and "Ethernet" in summary.message
