@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gpuctl import verdicts as v
@@ -32,6 +33,11 @@ from gpuctl.parsers.perftest import BwResult, LatResult, parse_ib_write_bw, pars
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.training import TrainingResult, parse_training_log
 from gpuctl.parsers.xid import XidResult, parse_xid_log
+
+# The largest input `gpuctl analyze` reads. A whole-boot `dmesg` or a full nccl-tests sweep
+# with NCCL_DEBUG=INFO on 64 ranks is a few MiB; 64 MiB leaves room for that tenfold while
+# refusing a wrong file (a core dump, a disk image) before it is read into memory.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ def _r(x: float | None, nd: int = 3) -> float | None:
 def _nccl_figures(r: NcclResult) -> list[Figure]:
     return [
         Figure("test", r.test), Figure("gpus", r.gpus), Figure("hosts", len(r.hosts)),
+        Figure("notes", list(r.notes)),
         Figure("avg_busbw", r.avg_busbw_gb_s, "GB/s"), Figure("max_busbw", r.max_busbw_gb_s, "GB/s"),
         Figure("max_algbw", r.max_algbw_gb_s, "GB/s"), Figure("large_msg_busbw", _r(r.large_msg_busbw_gb_s), "GB/s"),
         Figure("wrong", r.wrong if r.validated else None), Figure("nccl_version", r.nccl_version),
@@ -208,7 +215,7 @@ KINDS: dict[str, Kind] = {
     "dcgm": Kind(parse_dcgmi_diag, v.judge_dcgm, _dcgm_figures, "dcgmi diag -r N (table or -j JSON)"),
     "bandwidth": Kind(parse_bandwidth, v.judge_bandwidth, _bandwidth_figures, "nvbandwidth or gpuctl-bwprobe JSON"),
     "gdsio": Kind(parse_gdsio, v.judge_gdsio, _gdsio_figures, "gdsio summary lines"),
-    "xid": Kind(parse_xid_log, v.judge_xid, _xid_figures, "kernel log (dmesg, journalctl -k)"),
+    "xid": Kind(partial(parse_xid_log, strict=True), v.judge_xid, _xid_figures, "kernel log (dmesg, journalctl -k)"),
     "training": Kind(parse_training_log, v.judge_training, _training_figures, "gpuctl training run JSON lines"),
 }
 
@@ -222,6 +229,9 @@ def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = 
     if kind not in KINDS:
         raise ParseError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
     k = KINDS[kind]
+    if len(text) > MAX_INPUT_BYTES:
+        raise ParseError(f"{source}: input too large ({len(text)} characters, the bound is "
+                         f"{MAX_INPUT_BYTES // (1024 * 1024)} MiB)")
     try:
         result = k.parse(text)
     except NvidiaSmiFailure as exc:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 from rich.table import Table
 
+import gpuctl.analyze
 from gpuctl.analyze import KINDS, Analysis, analyze_text
 from gpuctl.catalog import load_sku
 from gpuctl.cli.common import console, emit_json, handle_errors, json_option
@@ -16,12 +18,27 @@ _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "red",
           "not-applicable": "dim"}
 
 
+def _too_large(file: str, size: int, bound: int) -> ParseError:
+    return ParseError(f"{file}: input too large ({size} bytes or more; the bound is "
+                      f"{bound // (1024 * 1024)} MiB, gpuctl.analyze.MAX_INPUT_BYTES)")
+
+
 def _read(file: str) -> str:
+    bound = gpuctl.analyze.MAX_INPUT_BYTES
     try:
         if file == "-":
-            return sys.stdin.read()
+            text = sys.stdin.read(bound + 1)
+            if len(text) > bound:
+                raise _too_large(file, len(text), bound)
+            return text
+        size = os.stat(file).st_size
+        if size > bound:
+            raise _too_large(file, size, bound)
         with open(file, encoding="utf-8", errors="strict") as fh:
-            return fh.read()
+            text = fh.read(bound + 1)
+        if len(text) > bound:  # a growing file or a pipe whose stat size said 0
+            raise _too_large(file, len(text), bound)
+        return text
     except FileNotFoundError:
         raise ParseError(f"{file}: no such file") from None
     except (UnicodeDecodeError, IsADirectoryError, PermissionError) as exc:

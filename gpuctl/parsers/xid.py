@@ -1,7 +1,9 @@
 """NVIDIA Xid (GPU) and SXid (NVSwitch) events in a kernel log (`dmesg`, `journalctl -k`).
 
 A log without any event is the healthy case and parses to an empty result; an empty
-text is not a log and raises `ParseError`.
+text is not a log and raises `ParseError`. With ``strict=True`` (what ``gpuctl analyze
+xid`` uses) a text with neither an Xid/SXid line nor one line in a kernel log's shape
+(see `_KERNEL_LINE`) is refused too: a wrong file must not pass as a clean log.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuctl.parsers._common import require_text
+from gpuctl.errors import ParseError
+from gpuctl.parsers._common import quote, require_text
 
 TOOL = "kernel log"
 
@@ -19,6 +22,20 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+), ?(.*)$")
 # "nvidia-nvswitch0: SXid (PCI:0000:00:00.0): 11001, Fatal, ingress invalid command"
 _SXID = re.compile(r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+), ?(.*)$")
 # "pid=1234, name=python3, " / "pid='<unknown>', name=<unknown>, "
+# The line shapes of dmesg and journalctl -k:
+#   "[    5.123456] ..."                       dmesg, journalctl -o short-monotonic
+#   "<6>[    5.123456] ..."                    dmesg -r
+#   "[Tue Dec  2 10:00:00 2026] ..."           dmesg -T
+#   "kern  :info  : [    5.123456] ..."       dmesg -x
+#   "Dec 02 10:00:00 host kernel: ..."        journalctl -k (short)
+#   "2026-12-02T10:00:00+0000 host kernel: "  journalctl -o short-iso, dmesg --time-format iso
+_KERNEL_LINE = re.compile(
+    r"^(?:<\d+>)?\[\s*\d+\.\d+\]"
+    r"|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
+    r"|^kern\s*:\s*\w+\s*:"
+    r"|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ kernel:"
+    r"|^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* (?:\S+ kernel:|\S)"
+)
 _PID = re.compile(r"^pid=([^,\s]+),?\s*(?:name=([^,]+),\s*)?")
 
 
@@ -53,8 +70,9 @@ class XidResult:
         return tuple(sorted({e.xid for e in self.events}))
 
 
-def parse_xid_log(text: str) -> XidResult:
-    """Every Xid/SXid line of a kernel log, in order."""
+def parse_xid_log(text: str, *, strict: bool = False) -> XidResult:
+    """Every Xid/SXid line of a kernel log, in order; with `strict`, ParseError when the
+    text holds no kernel-log line at all."""
     text = require_text(text, TOOL)
     events, sxids = [], []
     lines = text.splitlines()
@@ -70,4 +88,7 @@ def parse_xid_log(text: str) -> XidResult:
             msg = m.group(4).strip()
             sxids.append(SxidEvent(m.group(1), m.group(2).lower(), int(m.group(3)),
                                    msg.lower().startswith("fatal"), msg, line.strip()))
+    if strict and not events and not sxids and not any(_KERNEL_LINE.match(x.lstrip()) for x in lines):
+        raise ParseError(f"{TOOL}: not a kernel log (no dmesg or journalctl -k line in it); "
+                         f"first line: {quote(lines[0] if lines else '')}")
     return XidResult(tuple(events), tuple(sxids), len(lines))

@@ -125,3 +125,48 @@ def test_kinds_end_to_end(kind: str, path: str, sku: str | None, code: int) -> N
     res = run(*args)
     assert res.exit_code == code, res.output
     assert json.loads(res.output)["kind"] == kind
+
+
+# --- issue 12: real-world inputs ------------------------------------------------------
+
+
+def test_xid_refuses_text_that_is_not_a_kernel_log() -> None:
+    res = run("xid", "-", stdin="hello world\nthis is a shopping list\n")
+    assert res.exit_code == 2, res.output
+    assert "not a kernel log" in res.output
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[    5.123456] nvidia: loading out-of-tree module taints kernel.",
+        "[Tue Dec  2 10:00:00 2026] pci 0000:18:00.0: enabling device",
+        "Dec 02 10:00:00 gpu-01 kernel: pci 0000:18:00.0: enabling device",
+        "2026-12-02T10:00:00+0000 gpu-01 kernel: nvidia-nvlink: Nvlink Core is being initialized",
+        "kern  :info  : [    5.123456] nvidia: module verification failed",
+        "<6>[    5.123456] nvidia: loading out-of-tree module taints kernel.",
+    ],
+)
+def test_xid_accepts_a_kernel_log_without_xid_lines(line: str) -> None:
+    res = run("xid", "-", "--json", stdin=line + "\n")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["figures"]["xid_events"]["value"] == 0
+
+
+def test_input_over_the_size_bound_exits_2_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuctl.analyze
+
+    monkeypatch.setattr(gpuctl.analyze, "MAX_INPUT_BYTES", 1024)
+    big = tmp_path / "huge-dmesg.txt"
+    big.write_text("[    5.123456] x\n" * 200)
+    res = run("xid", str(big))
+    assert res.exit_code == 2, res.output
+    assert "huge-dmesg.txt" in res.output and "too large" in res.output
+    res = run("xid", "-", stdin=big.read_text())
+    assert res.exit_code == 2 and "too large" in res.output
+
+
+def test_size_bound_is_64_mib() -> None:
+    from gpuctl.analyze import MAX_INPUT_BYTES
+
+    assert MAX_INPUT_BYTES == 64 * 1024 * 1024
