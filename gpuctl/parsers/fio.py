@@ -134,10 +134,13 @@ def _json_direction(d: Any, job: str, which: str) -> FioDirection | None:
 
 
 def parse_fio_json(text: str) -> FioResult:
-    """Parse `fio --output-format=json`."""
+    """Parse `fio --output-format=json` (also ``json,normal``: text after the JSON is ignored)."""
     text = require_text(text, TOOL)
+    start = re.search(r"^\{", text, re.M)
     try:
-        doc = json.loads(text[text.index("{"):])
+        # raw_decode: the document ends where its closing brace does, so the normal report
+        # that `--output-format=json,normal` prints after it is left alone
+        doc, _ = json.JSONDecoder().raw_decode(text, start.start() if start else text.index("{"))
     except ValueError as exc:
         raise ParseError(f"{TOOL}: JSON output is not valid ({exc}; truncated?)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list) or not doc["jobs"]:

@@ -90,3 +90,12 @@ def test_json_job_error_raises() -> None:
     doc["jobs"][0]["error"] = 5
     with pytest.raises(ParseError, match="failed with error 5"):
         parse_fio_json(json.dumps(doc))
+
+
+def test_json_then_normal_text_output_format() -> None:
+    # fio --output-format=json,normal: the JSON document, then the normal report
+    normal = ("TEST: (groupid=0, jobs=1): err= 0: pid=2715: Mon Jan  1 00:00:00 2024\n"
+              "  read: IOPS=85.1k, BW=333MiB/s (349MB/s)(19.5GiB/60001msec)\n")
+    r = parse_fio(text(JSON_FILE) + "\n" + normal)
+    assert r.read_iops == pytest.approx(85138.890741)
+    assert parse_fio_json(text(JSON_FILE) + normal).read_iops == pytest.approx(85138.890741)
