@@ -455,6 +455,23 @@ _GPU_FIELDS = {f.name for f in fields(GpuInfo)}
 _HEADER_UNIT = re.compile(r"\s*\[[^\]]*\]$")
 
 
+# "| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |"
+_TABLE = re.compile(r"^\|\s*NVIDIA-SMI \S+", re.M)
+# "GPU 0: NVIDIA H200 (UUID: GPU-...)"
+_LIST = re.compile(r"^GPU \d+: .*\(UUID: ", re.M)
+_CSV_HINT = "run nvidia-smi --query-gpu=<QUERY_GPU_FIELDS> --format=csv,noheader,nounits"
+
+
+def _csv_refuse_other_forms(text: str) -> None:
+    """The plain table, `-L` and `-q` are common wrong pastes: name them."""
+    if _TABLE.search(text):
+        raise ParseError(f"{TOOL} --query-gpu: this is the plain nvidia-smi table, not CSV; {_CSV_HINT}")
+    if _LIST.search(text):
+        raise ParseError(f"{TOOL} --query-gpu: this is nvidia-smi -L (the GPU list), not CSV; {_CSV_HINT}")
+    if "NVSMI LOG" in text:
+        raise ParseError(f"{TOOL} --query-gpu: this is nvidia-smi -q text (use the nvidia-smi-q kind); {_CSV_HINT}")
+
+
 def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIELDS) -> NvidiaSmiResult:
     """Parse `nvidia-smi --query-gpu=<query_fields> --format=csv[,noheader][,nounits]`.
 
@@ -463,6 +480,7 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
     """
     text = require_text(text, TOOL)
     _check_failure(text)
+    _csv_refuse_other_forms(text)
     reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
     records = [r for r in reader if r and any(c.strip() for c in r)]
     columns = list(query_fields)

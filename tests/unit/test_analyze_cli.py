@@ -170,3 +170,20 @@ def test_size_bound_is_64_mib() -> None:
     from gpuctl.analyze import MAX_INPUT_BYTES
 
     assert MAX_INPUT_BYTES == 64 * 1024 * 1024
+
+
+@pytest.mark.parametrize("name", ["nvidia-smi-table-h200-1gpu-580.159.txt", "nvidia-smi-L-h200-1gpu-580.159.txt"])
+def test_nvidia_smi_csv_kind_names_the_real_h200_table_and_list(name: str) -> None:
+    # the real H200 recordings hold the plain table and -L, no --query-gpu CSV: the refusal says what it got
+    res = run("nvidia-smi-csv", str(FIX / "nvidia_smi" / name))
+    assert res.exit_code == 2
+    assert "--query-gpu" in res.output and ("nvidia-smi table" in res.output or "nvidia-smi -L" in res.output)
+
+
+def test_ibstat_kind_parses_the_cx7_8port_sample() -> None:
+    res = run("ibstat", str(FIX / "ibstat" / "ibstat-cx7-ndr-ib-8port-active.txt"), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["figures"]["cas"]["value"] == 9
+    up = next(v for v in doc["verdicts"] if v["check"] == "ib_ports_up")
+    assert up["value"] == 9 and "InfiniBand 8" in up["message"] and "Ethernet 1" in up["message"]
