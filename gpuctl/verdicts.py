@@ -240,6 +240,10 @@ def judge_topo(result: TopoResult, sku: Sku | None = None, subject: Subject = NO
         remediation=Remediation.RERUN,
         message="matrix not symmetric: " + ", ".join(f"{a}→{b} {x} but {b}→{a} {y}" for a, b, x, y in asym),
     ))
+    for note in result.notes:
+        out.append(Verdict("topo_nic_columns", Status.WARN, subject, None, None, "", TOPO_SOURCE, Remediation.RERUN,
+                           f"{subject.label()}: {note}; NIC affinity not judged (rerun `nvidia-smi topo -m | cat` "
+                           "or widen the terminal)"))
     if sku is None:
         return out
     out.append(judge_fact(

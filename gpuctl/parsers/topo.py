@@ -25,6 +25,9 @@ _CODE = re.compile(r"^(X|NV\d+|SYS|NODE|PHB|PXB|PIX|SOC|PSB)$")
 # "  NIC0: mlx5_0"
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
 _NVLINK = re.compile(r"^NV(\d+)$")
+# one device name / one link code inside a run-together token ("NIC10NIC11", "SYSSYS")
+_DEVICE_PART = re.compile(r"GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+")
+_CODE_PART = re.compile(r"X|NV\d+|SYS|NODE|PHB|PXB|PIX|SOC|PSB")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class TopoResult:
     nics: tuple[str, ...]
     nic_names: tuple[tuple[str, str], ...]
     links: tuple[TopoLink, ...]
+    notes: tuple[str, ...] = ()  # why the NIC part was left out, when it was
 
     def link(self, a: str, b: str) -> str:
         """The code printed in row `a`, column `b`."""
@@ -86,27 +90,72 @@ class TopoResult:
         return bool(self.gpu_pairs()) and not self.unconnected_pairs(expected_code)
 
 
+def _split(token: str, part: re.Pattern[str]) -> list[str] | None:
+    """'NIC10NIC11' → ['NIC10', 'NIC11'], 'SYSSYS' → ['SYS', 'SYS'] (columns run together
+    in a narrow terminal or a paste); None when `token` is not made of `part`s."""
+    pieces = [m.group(0) for m in part.finditer(token)]
+    return pieces if pieces and "".join(pieces) == token else None
+
+
+def _header(line: str) -> tuple[list[str], str | None]:
+    """The device columns of the header, and a note when the NIC part is unreadable."""
+    devices: list[str] = []
+    for tok in line.split():
+        if tok == "CPU":
+            break
+        pieces = _split(tok, _DEVICE_PART)
+        if pieces is None and _DEVICE.match(tok):
+            pieces = [tok]
+        if pieces is None:
+            if any(d.startswith("GPU") for d in devices) and not tok.startswith("GPU"):
+                return devices, f"unreadable NIC column {tok!r} in the header"
+            raise ParseError(f"{TOOL}: unexpected column {tok!r} in the header {quote(line)}")
+        devices.extend(pieces)
+    return devices, None
+
+
+def _codes(tokens: list[str]) -> tuple[list[str], str | None]:
+    """The link codes at the start of a row (merged cells split), and the first token
+    that is not one (the CPU affinity, or a bad cell)."""
+    cells: list[str] = []
+    for tok in tokens:
+        pieces = _split(tok, _CODE_PART)
+        if pieces is None:
+            return cells, tok
+        cells.extend(pieces)
+    return cells, None
+
+
 def parse_topo_matrix(text: str) -> TopoResult:
-    """Parse `nvidia-smi topo -m` output."""
+    """Parse `nvidia-smi topo -m` output.
+
+    The GPU×GPU block must be complete. When only the NIC part cannot be read (columns
+    run together, a NIC row cut off), the result keeps the GPUs alone and says why in
+    `notes`."""
     text = require_text(text, TOOL)
     lines = text.splitlines()
     header_at = None
     devices: list[str] = []
+    notes: list[str] = []
     for i, line in enumerate(lines):
         tokens = line.split()
-        if tokens and tokens[0] == "GPU0" and line[:1] in (" ", "\t"):
+        if tokens and tokens[0].startswith("GPU0") and line[:1] in (" ", "\t"):
             # "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\tNUMA Affinity"
-            for tok in tokens:
-                if tok == "CPU":
-                    break
-                if not _DEVICE.match(tok):
-                    raise ParseError(f"{TOOL}: unexpected column {tok!r} in the header {quote(line)}")
-                devices.append(tok)
+            devices, note = _header(line)
+            if note:
+                notes.append(note)
             header_at = i
             break
     if header_at is None:
         first = next((ln for ln in lines if ln.strip()), "")
         raise ParseError(f"{TOOL}: no matrix header (a line starting with GPU0) found; first line {quote(first)}")
+    gpus = tuple(d for d in devices if d.startswith("GPU"))
+    nics = [d for d in devices if not d.startswith("GPU")]
+    if list(gpus) + nics != devices or len(set(gpus)) != len(gpus):
+        raise ParseError(f"{TOOL}: the header's GPU columns are not GPU0..GPU{len(gpus) - 1} first: "
+                         f"{quote(lines[header_at])}")
+    if len(set(nics)) != len(nics):
+        notes.append(f"NIC columns named twice in the header ({', '.join(nics)})")
     rows: dict[str, list[str]] = {}
     nic_names: list[tuple[str, str]] = []
     for line in lines[header_at + 1 :]:
@@ -117,20 +166,26 @@ def parse_topo_matrix(text: str) -> TopoResult:
         if not tokens or tokens[0] not in devices or tokens[0] in rows:
             continue
         # "GPU0\t X \tNV18\tNV18 ... \t0-47\t0\t\tN/A"
-        cells = tokens[1 : 1 + len(devices)]
-        if len(cells) < len(devices):
+        cells, stop = _codes(tokens[1:])
+        if tokens[0] in gpus and len(cells) < len(gpus):
+            if stop is not None and stop not in ("N/A",) and not stop[:1].isdigit():
+                raise ParseError(f"{TOOL}: unknown link code {stop!r} in {quote(line)}")
             raise ParseError(f"{TOOL}: row {tokens[0]} has {len(cells)} of {len(devices)} cells: {quote(line)}")
-        for cell in cells:
-            if not _CODE.match(cell):
-                raise ParseError(f"{TOOL}: unknown link code {cell!r} in {quote(line)}")
+        if len(cells) != len(devices) and not notes:
+            notes.append(f"row {tokens[0]} has {len(cells)} cells for {len(devices)} columns")
         rows[tokens[0]] = cells
-    gpus = tuple(d for d in devices if d.startswith("GPU"))
-    missing = [d for d in devices if d not in rows]
+    missing = [d for d in gpus if d not in rows]
     if missing:
         raise ParseError(f"{TOOL}: no row for {', '.join(missing)} (truncated output?)")
+    missing_nics = [d for d in nics if d not in rows]
+    if missing_nics and not notes:
+        notes.append(f"no row for {', '.join(missing_nics)}")
+    if notes:  # keep the GPU block only
+        devices = list(gpus)
+        notes[0] = f"NIC part not read ({notes[0]}): GPU×GPU block only"
     links = []
     for a in devices:
-        for b, code in zip(devices, rows[a], strict=True):
+        for b, code in zip(devices, rows[a][: len(devices)], strict=True):
             if a == b:
                 if code != "X":
                     raise ParseError(f"{TOOL}: {a} to itself should be 'X', got {code!r}")
@@ -141,4 +196,5 @@ def parse_topo_matrix(text: str) -> TopoResult:
         nics=tuple(d for d in devices if not d.startswith("GPU")),
         nic_names=tuple(nic_names),
         links=tuple(links),
+        notes=tuple(notes),
     )

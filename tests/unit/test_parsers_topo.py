@@ -90,3 +90,43 @@ def test_asymmetric_matrix_is_reported() -> None:
 def test_unusable_output_raises(text: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         parse_topo_matrix(text)
+
+
+def _topo_2gpu_12nic(merge_header: bool, merge_cells: bool) -> str:
+    """A 2-GPU, 12-NIC `topo -m` (NIC0..NIC11 + NIC Legend, as 535+ drivers print) whose
+    NIC10/NIC11 header (and cells) ran together, as pasted from a narrow terminal."""
+    nics = [f"NIC{i}" for i in range(12)]
+    head = "\t".join(["GPU0", "GPU1", *nics[:10]]) + ("\tNIC10NIC11" if merge_header else "\tNIC10\tNIC11")
+    lines = ["\t" + head + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+
+    def row(name: str, cells: list[str], tail: str) -> str:
+        last = cells[-2] + cells[-1] if merge_cells else cells[-2] + "\t" + cells[-1]
+        return name + "\t" + "\t".join(cells[:-2]) + "\t" + last + tail
+
+    devs = ["GPU0", "GPU1", *nics]
+    for i, d in enumerate(devs):
+        cells = [" X " if j == i else ("NV18" if {d, e} == {"GPU0", "GPU1"} else ("PIX" if {i, j} in ({0, 2}, {1, 3})
+                 else "SYS")) for j, e in enumerate(devs)]
+        lines.append(row(d, cells, "\t0-47\t0\t\tN/A" if d.startswith("GPU") else ""))
+    lines += ["", "Legend:", "", "  X    = Self", "", "NIC Legend:", ""]
+    lines += [f"  NIC{i}: mlx5_{i}" for i in range(12)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("merge_header", "merge_cells"), [(True, False), (True, True), (False, True)])
+def test_run_together_nic_columns_keep_the_gpu_block(merge_header: bool, merge_cells: bool) -> None:
+    r = parse_topo_matrix(_topo_2gpu_12nic(merge_header, merge_cells))
+    assert r.gpus == ("GPU0", "GPU1")
+    assert r.link("GPU0", "GPU1") == "NV18" and r.link("GPU1", "GPU0") == "NV18"
+    assert not r.asymmetric_pairs()
+    if r.nics:  # split back into NIC10, NIC11
+        assert r.nics == tuple(f"NIC{i}" for i in range(12)) and r.link("GPU0", "NIC11") == "SYS"
+    else:
+        assert r.notes and "NIC" in r.notes[0]
+
+
+def test_unreadable_nic_part_is_noted_not_refused() -> None:
+    text = _topo_2gpu_12nic(False, False).replace("\tNIC10\tNIC11", "\tNIC10NIC1")  # cut header
+    r = parse_topo_matrix(text)
+    assert r.gpus == ("GPU0", "GPU1") and r.link("GPU0", "GPU1") == "NV18"
+    assert r.nics == () and any("NIC" in n for n in r.notes)

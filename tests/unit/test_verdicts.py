@@ -341,3 +341,13 @@ def test_ibstat_roce_fabric_ports_are_counted() -> None:
     plain = judge_ibstat(parse_ibstat(text("ibstat/ibstat-cx7-roce-down-polling.txt")))
     summary = next(v for v in plain if v.check == "ib_ports_up")
     assert summary.value == 10 and "Ethernet" in summary.message
+
+
+def test_topo_run_together_nic_columns_judge_gpus_and_warn() -> None:
+    head = "\tGPU0\tGPU1\tNIC0\tNIC1NIC2\tCPU Affinity\tNUMA Affinity\n"
+    rows = ("GPU0\t X \tNV18\tPIX\tSYS\tSYS\t0-47\t0\n"
+            "GPU1\tNV18\t X \tSYS\tPIX\tSYS\t0-47\t0\n"
+            "NIC0\tPIX\tSYS\t X \tSYS\tSYS\nNIC1\tSYS\tPIX\tSYS\t X \tSYS\n")
+    a = analyze_text("topo", head.replace("NIC1NIC2", "NIC1junk") + rows)
+    assert a.status is Status.WARN
+    assert [v.check for v in a.verdicts if v.status is Status.WARN] == ["topo_nic_columns"]
