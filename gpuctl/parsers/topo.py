@@ -158,11 +158,15 @@ def parse_topo_matrix(text: str) -> TopoResult:
         notes.append(f"NIC columns named twice in the header ({', '.join(nics)})")
     rows: dict[str, list[str]] = {}
     nic_names: list[tuple[str, str]] = []
+    extra: list[str] = []
     for line in lines[header_at + 1 :]:
         if m := _NIC_LEGEND.match(line):
             nic_names.append((m.group(1), m.group(2)))
             continue
         tokens = line.split()
+        if tokens and tokens[0] not in devices and not tokens[0].startswith("GPU") and _DEVICE.match(tokens[0]) \
+                and len(tokens) > 1 and _split(tokens[1], _CODE_PART):
+            extra.append(tokens[0])  # a NIC row whose column the header lacks (cut-off paste)
         if not tokens or tokens[0] not in devices or tokens[0] in rows:
             continue
         # "GPU0\t X \tNV18\tNV18 ... \t0-47\t0\t\tN/A"
@@ -177,6 +181,8 @@ def parse_topo_matrix(text: str) -> TopoResult:
     missing = [d for d in gpus if d not in rows]
     if missing:
         raise ParseError(f"{TOOL}: no row for {', '.join(missing)} (truncated output?)")
+    if extra and not notes:
+        notes.append(f"rows for {', '.join(extra)} but no such columns in the header (columns cut off?)")
     missing_nics = [d for d in nics if d not in rows]
     if missing_nics and not notes:
         notes.append(f"no row for {', '.join(missing_nics)}")

@@ -130,3 +130,11 @@ def test_unreadable_nic_part_is_noted_not_refused() -> None:
     r = parse_topo_matrix(text)
     assert r.gpus == ("GPU0", "GPU1") and r.link("GPU0", "GPU1") == "NV18"
     assert r.nics == () and any("NIC" in n for n in r.notes)
+
+
+def test_h800_paste_with_nic_columns_cut_off_keeps_gpus_and_notes_nics() -> None:
+    # real paste (llm-action docs): NIC0-3 rows printed, their header columns cut by the terminal
+    r = topo("topo-h800-8gpu-nic-rows-cut-llmaction.txt")
+    assert len(r.gpus) == 8 and r.nvlink_full_mesh("NV8")
+    assert r.nics == () and r.notes and "NIC0, NIC1, NIC2, NIC3" in r.notes[0]
+    assert dict(r.nic_names)["NIC3"] == "mlx5_3"
