@@ -277,7 +277,7 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
         pcie_width_max=_int(_get(link, "Link Width", "Max"), where),
         memory_total_mib=_int(_get(tree, "FB Memory Usage", "Total"), where),
         persistence_mode=_bool(_get(tree, "Persistence Mode"), where),
-        ecc_mode=_bool(_get(tree, "ECC Mode", "Current"), where),
+        ecc_mode=_bool(_get(tree, "ECC Mode", "Current") or _get(tree, "Ecc Mode", "Current"), where),  # 525.x
         ecc_volatile_uncorrectable=uncorrectable(vol),
         ecc_aggregate_uncorrectable=uncorrectable(agg),
         ecc_aggregate_correctable=correctable(agg),
@@ -335,7 +335,8 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
     attached = _int(top.get("Attached GPUs"), "Attached GPUs")
     if attached is not None and attached != len(blocks):
         raise ParseError(
-            f"{TOOL} -q: 'Attached GPUs : {attached}' but {len(blocks)} GPU section(s) found (truncated output?)"
+            f"{TOOL} -q: 'Attached GPUs : {attached}' but {len(blocks)} GPU section(s) found (truncated output, "
+            "or `nvidia-smi -q -i` of some GPUs only? give the whole `nvidia-smi -q`)"
         )
     driver = _clean(top.get("Driver Version"))
     trees = []

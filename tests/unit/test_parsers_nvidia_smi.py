@@ -192,3 +192,16 @@ def test_single_gpu_cut_mid_block_is_refused() -> None:
     full = text("nvidia-smi-q-h200-1gpu-580.159.txt")
     with pytest.raises(ParseError, match="truncated"):
         parse_nvidia_smi_q(full[: full.index("    ECC Mode")])
+
+
+def test_h800_525_single_gpu_of_eight_and_ecc_mode_spelling() -> None:
+    # real `nvidia-smi -q -i 0` (llm-action docs): 'Attached GPUs : 8', one GPU shown, 'Ecc Mode' (525.x)
+    full = text("nvidia-smi-q-i0-h800-525.105-llmaction.txt")
+    with pytest.raises(ParseError, match=r"-q -i"):
+        parse_nvidia_smi_q(full)
+    r = parse_nvidia_smi_q(full.replace("Attached GPUs                             : 8",
+                                        "Attached GPUs                             : 1"))
+    g = r.gpus[0]
+    assert (g.name, g.bus_id, r.driver_version) == ("NVIDIA H800", "00000000:18:00.0", "525.105.17")
+    assert g.ecc_mode is False  # 'Ecc Mode > Current : Disabled' was read as unknown
+    assert (g.pcie_width_current, g.pcie_width_max, g.remap_failure) == (16, 16, False)
