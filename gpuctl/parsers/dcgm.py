@@ -1,8 +1,10 @@
 """DCGM diagnostics: `dcgmi diag -r N` (table) and `dcgmi diag -r N -j` (JSON).
 
 Each test gives one or more results: a status (pass, fail, warn, skip) for all GPUs or
-for a list of GPUs, plus warning text. The table form prints ``Pass - All`` or
-``Fail - GPU: 0`` with further GPUs on continuation rows; the JSON form is
+for a list of GPUs, plus warning text. In the table, ``Warning`` and ``Error`` rows (and
+unnamed ``Error: ...`` rows) attach to the result of the GPU they name, else to the last
+result; unnamed rows after them continue the same message (the table wraps long text).
+The table form prints ``Pass - All`` or ``Fail - GPU: 0`` with further GPUs on continuation rows; the JSON form is
 ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
 "results": [{"gpu_ids" | "gpu_id", "status", "warnings"?, "info"?}]}]}], "version"}}``
 (DCGM 2.x/3.x; null entries between tests are skipped).
@@ -95,8 +97,24 @@ _RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Warning)(?:\s*-\s*(.*))?$", re.I)
 _BORDER = re.compile(r"^\+[-=]+\+[-=]+\+\s*$")
 # "Error: Unable to complete diagnostic for group 2. Return: (-21) Host engine connection invalid/disconnected."
 _ERROR = re.compile(r"^\s*Error\b|Unable to|failed to|Host engine", re.I)
+# "|                           | Error: GPU 1 has pending page retirements      |": a new
+# message on a row without a name; any other unnamed text row continues the previous one
+_NEW_MESSAGE = re.compile(r"^(?:Error|Warning|Info)\s*:", re.I)
+# "GPU 1 Found 2 uncorrectable memory errors": the GPU a message is about
+_MESSAGE_GPU = re.compile(r"\bGPU\s*:?\s*(\d+)\b")
 _META = {"DCGM Version": "dcgm_version", "Driver Version Detected": "driver_version",
          "GPU Device IDs Detected": "device_ids"}
+
+
+def _target(results: list[DcgmResult], message: str) -> int:
+    """The index of the result `message` belongs to: the one covering the GPU it names,
+    else the last one."""
+    if m := _MESSAGE_GPU.search(message):
+        gpu = int(m.group(1))
+        for i, r in enumerate(results):
+            if r.gpus is not None and gpu in r.gpus:
+                return i
+    return len(results) - 1
 
 
 def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
@@ -105,6 +123,8 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
     meta: dict[str, str] = {}
     category = ""
     tests: list[tuple[str, str, list[DcgmResult]]] = []
+    note = ""  # the kind of the last Warning/Error/Info row: its continuations follow it
+    target: int | None = None  # the result the last message went to
     last_border_after_rows = False
     seen_table = False
     for line in text.splitlines():
@@ -131,16 +151,26 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
                 continue
             if r := _RESULT.match(value):
                 result = DcgmResult(_status(r.group(1), quote(line)), _gpu_list(r.group(2) or ""))
+                target, note = None, ""
                 if name:
                     tests.append((category, name, [result]))
                 elif tests:
                     tests[-1][2].append(result)
                 else:
                     raise ParseError(f"{TOOL}: result row before any test: {quote(line)}")
-            elif name.lower() in ("warning", "info", "") and tests:
-                if name.lower() != "info" and value:
-                    res = tests[-1][2][-1]
-                    tests[-1][2][-1] = DcgmResult(res.status, res.gpus, (*res.warnings, value))
+            elif name.lower() in ("warning", "error", "info", "") and tests:
+                results = tests[-1][2]
+                if name or _NEW_MESSAGE.match(value):
+                    note = name.lower() or "warning"
+                    if note != "info" and value:
+                        target = _target(results, value)
+                        res = results[target]
+                        results[target] = DcgmResult(res.status, res.gpus, (*res.warnings, value))
+                elif value and note != "info" and target is not None and results[target].warnings:
+                    # a continuation row: the rest of the previous message, wrapped by the table
+                    res = results[target]
+                    joined = f"{res.warnings[-1]} {value}"
+                    results[target] = DcgmResult(res.status, res.gpus, (*res.warnings[:-1], joined))
             elif name and tests and not value:
                 continue
             else:

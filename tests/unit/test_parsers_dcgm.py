@@ -33,7 +33,9 @@ def test_table_with_failure_on_one_gpu() -> None:
     (mem,) = r.failed
     assert (mem.name, mem.category) == ("GPU Memory", "Hardware")
     assert [(x.status, x.gpus) for x in mem.results] == [("fail", (1,)), ("pass", (0,))]
-    assert mem.results[-1].warnings == ("GPU 1 Found 2 uncorrectable memory errors",)
+    # the warning names GPU 1: it belongs to GPU 1's failed result, not the last row
+    assert mem.results[0].warnings == ("GPU 1 Found 2 uncorrectable memory errors",)
+    assert mem.results[1].warnings == ()
 
 
 def test_json_form() -> None:
@@ -83,3 +85,23 @@ def test_level3_diagnostic_test_row_is_a_test_not_the_header() -> None:
     result = parse_dcgmi_diag(text)
     assert [t.name for t in result.tests] == ["Diagnostic", "Memory Bandwidth"]
     assert [t.name for t in result.failed] == ["Diagnostic"]
+
+
+_FAIL_TABLE = "dcgmi-diag-r2-table-fail-synthetic.txt"
+_WARNING_ROW = "| Warning                   | GPU 1 Found 2 uncorrectable memory errors      |\n"
+
+
+def test_error_row_and_its_continuations_attach_to_the_test() -> None:
+    rows = ("| Error                     | GPU 1 Memory test failed: 2 uncorrectable     |\n"
+            "|                           | errors at address 0x1f00                       |\n"
+            "|                           | Error: GPU 1 has pending page retirements      |\n")
+    r = parse_dcgmi_diag(text(_FAIL_TABLE).replace(_WARNING_ROW, rows))
+    (mem,) = r.failed
+    assert mem.name == "GPU Memory"
+    assert mem.results[0].gpus == (1,)
+    assert mem.results[0].warnings == (
+        "GPU 1 Memory test failed: 2 uncorrectable errors at address 0x1f00",
+        "Error: GPU 1 has pending page retirements",
+    )
+    assert mem.results[1].warnings == ()
+    assert [t.name for t in r.tests][-1] == "GPU Memory"
