@@ -156,6 +156,8 @@ class EccLimits(_Frozen):
     max_uncorrectable: Figure
     # 1: an aggregate uncorrectable count whose rows were remapped (not pending, no failure) is not an RMA
     remapped_uncorrectable_ok: Figure | None = None
+    # 1: nvidia-smi's 'SRAM Threshold Exceeded: Yes' fails the GPU (RMA)
+    sram_threshold: Figure | None = None
 
 
 class PcieLinkLimits(_Frozen):

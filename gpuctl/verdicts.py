@@ -314,6 +314,11 @@ def _health_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Ver
             out.append(judge_fact(field_, val <= fig.value, value=val, expected=fig.value, subject=subject,
                                   source=fig.source, remediation=Remediation.VENDOR_RMA,
                                   message=f"{val} corrected ECC errors, limit {fig.value:g}"))
+    if gpu.sram_threshold_exceeded is not None and ecc.sram_threshold is not None:
+        out.append(judge_fact("sram_threshold_exceeded", not gpu.sram_threshold_exceeded,
+                              value=gpu.sram_threshold_exceeded, expected=False, subject=subject,
+                              source=ecc.sram_threshold.source, remediation=Remediation.VENDOR_RMA,
+                              message="SRAM uncorrectable-error threshold exceeded: RMA"))
     if gpu.retired_pending is not None:
         out.append(judge_fact("retired_pages_pending", not gpu.retired_pending, value=gpu.retired_pending,
                               expected=False, subject=subject, source=ecc.max_uncorrectable.source,
@@ -338,6 +343,8 @@ def _remapped_verdict(gpu: GpuInfo, count: int, ecc: EccLimits, subject: Subject
     a remapping failure is the RMA case. None: no row-remapping data, judge as before."""
     fig = ecc.remapped_uncorrectable_ok
     if fig is None or not fig.value or gpu.remap_failure is None or gpu.remap_pending is None:
+        return None
+    if gpu.ecc_sram_uncorrectable:  # SRAM errors are not remapped: judged as before
         return None
     check = "ecc_aggregate_uncorrectable"
     if gpu.remap_failure:

@@ -132,6 +132,8 @@ class GpuInfo:
     remapped_uncorrectable: int | None = None
     remap_pending: bool | None = None
     remap_failure: bool | None = None
+    ecc_sram_uncorrectable: int | None = None  # aggregate SRAM part (not covered by row remapping)
+    sram_threshold_exceeded: bool | None = None  # Hopper+: 'SRAM Threshold Exceeded'
 
     @property
     def label(self) -> str:
@@ -292,6 +294,9 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
         remapped_uncorrectable=_int(_get(remap, "Uncorrectable Error"), where),
         remap_pending=_bool(_get(remap, "Pending"), where),
         remap_failure=_bool(_get(remap, "Remapping Failure Occurred"), where),
+        ecc_sram_uncorrectable=_sum([_int(v, where) for k, v in agg.items()
+                                     if k.startswith("SRAM Uncorrectable") and isinstance(v, str)]),
+        sram_threshold_exceeded=_bool(_get(agg, "SRAM Threshold Exceeded"), where),
     )
 
 
@@ -400,6 +405,9 @@ def _x_gpu(index: int, gpu: ET.Element, driver: str | None) -> GpuInfo:
         remapped_uncorrectable=_int(_x(gpu, "remapped_rows/remapped_row_unc"), where),
         remap_pending=_bool(_x(gpu, "remapped_rows/remapped_row_pending"), where),
         remap_failure=_bool(_x(gpu, "remapped_rows/remapped_row_failure"), where),
+        ecc_sram_uncorrectable=_sum([_int(_x(gpu, f"ecc_errors/aggregate/{k}"), where) for k in (
+            "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded")]),
+        sram_threshold_exceeded=_bool(_x(gpu, "ecc_errors/aggregate/sram_threshold_exceeded"), where),
     )
 
 

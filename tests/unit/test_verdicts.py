@@ -351,3 +351,27 @@ def test_topo_run_together_nic_columns_judge_gpus_and_warn() -> None:
     a = analyze_text("topo", head.replace("NIC1NIC2", "NIC1junk") + rows)
     assert a.status is Status.WARN
     assert [v.check for v in a.verdicts if v.status is Status.WARN] == ["topo_nic_columns"]
+
+
+def _h200_q(aggregate: dict[str, str], remapped_unc: str = "0") -> str:
+    q = text("nvidia_smi/nvidia-smi-q-h200-1gpu-580.159.txt")
+    head, tail = q.split("        Aggregate\n", 1)
+    for key, val in aggregate.items():
+        tail = tail.replace(f"            {key:<43}: 0", f"            {key:<43}: {val}", 1)
+    q = head + "        Aggregate\n" + tail
+    key = f"        {'Uncorrectable Error':<47}: "
+    return q.replace(key + "0", key + remapped_unc, 1)
+
+
+def test_remapped_dram_passes_but_sram_uncorrectable_stays_rma() -> None:
+    dram = analyze_text("nvidia-smi-q", _h200_q({"DRAM Uncorrectable": "2"}, remapped_unc="2"))
+    agg = next(v for v in dram.verdicts if v.check == "ecc_aggregate_uncorrectable")
+    assert (agg.value, agg.status) == (2, Status.PASS) and "2 row(s) remapped" in agg.message
+    # SRAM is not covered by row remapping: an aggregate SRAM uncorrectable error is still an RMA finding
+    sram = analyze_text("nvidia-smi-q", _h200_q({"SRAM Uncorrectable SEC-DED": "1"}))
+    agg = next(v for v in sram.verdicts if v.check == "ecc_aggregate_uncorrectable")
+    assert (agg.value, agg.status, agg.remediation) == (1, Status.FAIL, Remediation.VENDOR_RMA)
+    flagged = analyze_text("nvidia-smi-q", _h200_q({}).replace("SRAM Threshold Exceeded                    : No",
+                                                               "SRAM Threshold Exceeded                    : Yes"))
+    thr = next(v for v in flagged.verdicts if v.check == "sram_threshold_exceeded")
+    assert (thr.status, thr.remediation) == (Status.FAIL, Remediation.VENDOR_RMA)
