@@ -16,7 +16,7 @@ differ), `bw_peak_gbit_s` the highest peak of any row.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from gpuctl.errors import ParseError
 from gpuctl.parsers._common import quote, require_text, to_float
@@ -55,6 +55,8 @@ class BwResult:
     rows: tuple[BwRow, ...]
     device: str | None
     link_type: str | None
+    test: str | None = None  # "ib_write_bw", "ib_read_bw", ... from the section banner
+    others: tuple[BwResult, ...] = ()  # the other tests of the same session, each named
 
     @property
     def msg_size_bytes(self) -> int:
@@ -79,20 +81,39 @@ def _first_error(lines: list[str]) -> str | None:
     return next((ln for ln in lines if _ERROR.search(ln)), None)
 
 
+# "                    RDMA_Write BW Test" (the banner that opens each test's section)
+_BW_BANNER = re.compile(r"^\s*(RDMA_Write|RDMA_Read|Send|Atomic)\s+BW Test\s*$")
+_BANNER_TEST = {"RDMA_Write": "ib_write_bw", "RDMA_Read": "ib_read_bw", "Send": "ib_send_bw",
+                "Atomic": "ib_atomic_bw"}
+
+
+@dataclass
+class _Section:
+    unit: str | None = None
+    rows: list[BwRow] = field(default_factory=list)
+    device: str | None = None
+    link_type: str | None = None
+
+
 def parse_ib_write_bw(text: str) -> BwResult:
-    """Parse `ib_write_bw` (or `ib_read_bw`, `ib_send_bw`) output, server and/or client."""
+    """Parse `ib_write_bw` (or `ib_read_bw`, `ib_send_bw`) output, server and/or client.
+
+    A session that ran several tests (``ib_read_bw`` then ``ib_write_bw``) is split at each
+    test's banner (``RDMA_Read BW Test``, ...): the result is the ``ib_write_bw`` section
+    when there is one, else the first; the other sections are in `BwResult.others`."""
     text = require_text(text, TOOL_BW)
     lines = text.splitlines()
-    unit: str | None = None
-    rows: list[BwRow] = []
-    device = link_type = None
+    sections: dict[str | None, _Section] = {}
+    cur = sections.setdefault(None, _Section())
     for line in lines:
-        if m := _BW_HEADER.search(line):
-            if unit is not None and m.group(2) != unit:
+        if m := _BW_BANNER.match(line):
+            cur = sections.setdefault(_BANNER_TEST[m.group(1)], _Section())
+        elif m := _BW_HEADER.search(line):
+            if cur.unit is not None and m.group(2) != cur.unit:
                 raise ParseError(f"{TOOL_BW}: mixed units in one output: {quote(line)}")
-            unit = m.group(2)
-        elif unit is not None and (m := _BW_ROW.match(line)):
-            factor = 1.0 if unit == "Gb" else _MBS_TO_GBITS
+            cur.unit = m.group(2)
+        elif cur.unit is not None and (m := _BW_ROW.match(line)):
+            factor = 1.0 if cur.unit == "Gb" else _MBS_TO_GBITS
             row = BwRow(
                 size_bytes=int(m.group(1)),
                 iterations=int(m.group(2)),
@@ -100,19 +121,23 @@ def parse_ib_write_bw(text: str) -> BwResult:
                 avg_gbit_s=to_float(m.group(4), TOOL_BW, line) * factor,
                 msg_rate_mpps=to_float(m.group(5), TOOL_BW, line),
             )
-            if row not in rows:
-                rows.append(row)
-        elif device is None and (m := _DEVICE.search(line)):
-            device = m.group(1)
-        elif link_type is None and (m := _LINK_TYPE.search(line)):
-            link_type = m.group(1)
-    if unit is None or not rows:
+            if row not in cur.rows:
+                cur.rows.append(row)
+        elif cur.device is None and (m := _DEVICE.search(line)):
+            cur.device = m.group(1)
+        elif cur.link_type is None and (m := _LINK_TYPE.search(line)):
+            cur.link_type = m.group(1)
+    done = [BwResult(f"{sec.unit}/sec", tuple(sec.rows), sec.device, sec.link_type, test)
+            for test, sec in sections.items() if sec.unit is not None and sec.rows]
+    if not done:
         err = _first_error(lines)
         if err:
             raise ParseError(f"{TOOL_BW}: the test did not run: {quote(err)}")
-        what = "no '#bytes #iterations BW peak[...] BW average[...]' header" if unit is None else "a header but no rows"
+        unit_seen = any(sec.unit is not None for sec in sections.values())
+        what = "a header but no rows" if unit_seen else "no '#bytes #iterations BW peak[...] BW average[...]' header"
         raise ParseError(f"{TOOL_BW}: {what} in the output (truncated run?)")
-    return BwResult(f"{unit}/sec", tuple(rows), device, link_type)
+    main = next((r for r in done if r.test == TOOL_BW), done[0])
+    return replace(main, others=tuple(r for r in done if r is not main))
 
 
 @dataclass(frozen=True)

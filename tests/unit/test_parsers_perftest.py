@@ -94,3 +94,17 @@ def test_unusable_bw_output_raises(out: str, match: str) -> None:
 def test_unusable_lat_output_raises(out: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         parse_ib_write_lat(out)
+
+
+def test_read_then_write_session_reports_the_write_section() -> None:
+    write = text("ib_write_bw-ib-loopback-8M-superbench.txt")
+    read = (write.replace("RDMA_Write BW Test", "RDMA_Read BW Test")
+            .replace("24056.74            24056.72", "11000.00            10999.50"))
+    r = parse_ib_write_bw(read + write)
+    assert r.test == "ib_write_bw"
+    assert r.bw_avg_gbit_s == pytest.approx(24056.72 * (1 << 20) * 8 / 1e9)
+    assert r.bw_peak_gbit_s == pytest.approx(24056.74 * (1 << 20) * 8 / 1e9)
+    (other,) = r.others
+    assert other.test == "ib_read_bw"
+    assert other.bw_avg_gbit_s == pytest.approx(10999.50 * (1 << 20) * 8 / 1e9)
+    assert parse_ib_write_bw(read).test == "ib_read_bw"  # a session of one test is that test
