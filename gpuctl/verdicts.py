@@ -201,7 +201,7 @@ NCCL_WRONG_SOURCE = "nccl-tests: #wrong counts elements that differ from the exp
 def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """#wrong = 0 always; with a SKU, the large-message bus bandwidth against
     `all_reduce_busbw_gb_s` (one node) or `multi_node_busbw_gb_s` (ranks on more than one
-    host; without Rank lines, more ranks than the SKU has GPUs). Only all_reduce is judged against those thresholds."""
+    host, or more ranks than the SKU has GPUs). Only all_reduce is judged against those thresholds."""
     out = []
     if result.validated:
         out.append(judge_fact(
@@ -216,8 +216,9 @@ def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NO
     if sku is None:
         return out
     is_all_reduce = result.test is None or "all_reduce" in result.test
-    # nodes are the distinct hosts of the Rank lines; without any, fall back to the rank count
-    multi = result.nodes > 1 if result.nodes else result.gpus > sku.gpu.count
+    # more than one host in the Rank lines (a launcher may print only some of them), or
+    # more ranks than one node of the SKU has GPUs
+    multi = result.nodes > 1 or result.gpus > sku.gpu.count
     name = "multi_node_busbw_gb_s" if multi else "all_reduce_busbw_gb_s"
     if not is_all_reduce:
         out.append(judge(f"{result.test}_busbw_gb_s", result.large_msg_busbw_gb_s, None, "GB/s", subject))
