@@ -4,6 +4,7 @@ Each test gives one or more results: a status (pass, fail, warn, skip) for all G
 for a list of GPUs, plus warning text. In the table, ``Warning`` and ``Error`` rows (and
 unnamed ``Error: ...`` rows) attach to the result of the GPU they name, else to the last
 result; unnamed rows after them continue the same message (the table wraps long text).
+DCGM 4.x per-GPU rows (``GPU0: Pass`` under the test's row) are results for that GPU.
 The table form prints ``Pass - All`` or ``Fail - GPU: 0`` with further GPUs on continuation rows; the JSON form is
 ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
 "results": [{"gpu_ids" | "gpu_id", "status", "warnings"?, "info"?}]}]}], "version"}}``
@@ -93,6 +94,8 @@ _SECTION = re.compile(r"^[|+]-+\s+(\w[\w ]*?)\s+-+\+")
 _ROW = re.compile(r"^\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
 # "Pass - All"  /  "Fail - GPU: 0, 1"  /  "Pass - GPUs: 1, 2, 3"  /  "Pass"  /  "Skip"
 _RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Warning)(?:\s*-\s*(.*))?$", re.I)
+# DCGM 4.x, a per-GPU row under the test's own: "|                           | GPU0: Pass      |"
+_GPU_RESULT = re.compile(r"^(GPU\s*(\d+))\s*:\s*(Pass|Fail|Warn|Skip|Warning)\s*$", re.I)
 # "+---------------------------+------------------------------------------------+"
 _BORDER = re.compile(r"^\+[-=]+\+[-=]+\+\s*$")
 # "Error: Unable to complete diagnostic for group 2. Return: (-21) Host engine connection invalid/disconnected."
@@ -149,8 +152,9 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
                 if name in _META:
                     meta[_META[name]] = value
                 continue
-            if r := _RESULT.match(value):
-                result = DcgmResult(_status(r.group(1), quote(line)), _gpu_list(r.group(2) or ""))
+            if (r := _RESULT.match(value)) or (not name and (r := _GPU_RESULT.match(value))):
+                gpus = (int(r.group(2)),) if r.re is _GPU_RESULT else _gpu_list(r.group(2) or "")
+                result = DcgmResult(_status(r.group(1) if r.re is _RESULT else r.group(3), quote(line)), gpus)
                 target, note = None, ""
                 if name:
                     tests.append((category, name, [result]))

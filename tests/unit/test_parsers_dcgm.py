@@ -105,3 +105,27 @@ def test_error_row_and_its_continuations_attach_to_the_test() -> None:
     )
     assert mem.results[1].warnings == ()
     assert [t.name for t in r.tests][-1] == "GPU Memory"
+
+
+def test_public_go_dcgm52_wrapped_warnings_attach_to_the_failed_gpu() -> None:
+    r = parse_dcgmi_diag(text("dcgmi-diag-r2-3.3.1-gpu0-fail-wrapped-go-dcgm52.txt"))
+    mem, diag = r.tests
+    assert [(x.status, x.gpus) for x in mem.results] == [("pass", (1,)), ("fail", (0,))]
+    assert mem.results[0].warnings == ()  # the Info row about GPU 1 is not a warning
+    (warning,) = mem.results[1].warnings
+    assert warning.startswith("GPU 0 Error using CUDA API cuCtxCreate") and warning.endswith("unavailable'.")
+    assert diag.status == "fail" and "cuMemGetInfo" in diag.results[0].warnings[0]
+
+
+def test_public_dcgm4_per_gpu_rows_are_results() -> None:
+    r = parse_dcgmi_diag(text("dcgmi-diag-r1-4.2.3-4gpu-per-gpu-rows-dcgm253.txt"))
+    (sw,) = r.tests
+    assert r.dcgm_version == "4.2.3"
+    assert [(x.status, x.gpus) for x in sw.results] == [("pass", None)] + [("pass", (i,)) for i in range(4)]
+
+
+def test_dcgm4_per_gpu_fail_row_fails_the_test() -> None:
+    out = text("dcgmi-diag-r1-4.2.3-4gpu-per-gpu-rows-dcgm253.txt").replace("GPU2: Pass  ", "GPU2: Fail  ")
+    (sw,) = parse_dcgmi_diag(out).tests
+    assert sw.status == "fail"
+    assert ("fail", (2,)) in [(x.status, x.gpus) for x in sw.results]
