@@ -151,3 +151,15 @@ def test_mpirun_tag_output_prefixes_are_stripped() -> None:
     r = parse_nccl_tests(text)
     assert r.avg_busbw_gb_s == pytest.approx(268.405)
     assert len(r.rows) == 1 and r.gpus == 2
+
+
+def test_public_nccl_tests82_benign_warns_two_hosts() -> None:
+    cut = fixture("nccl-broadcast-v100-2node-warn-cut-nccl-tests82.txt")
+    # as posted, the output stops after the first row: refused as truncated, naming the warning
+    with pytest.raises(ParseError, match=r"Avg bus bandwidth.*truncated.*libibverbs"):
+        parse_nccl_tests(cut)
+    r = parse_nccl_tests(cut + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.00\n")
+    assert r.hosts == ("v100-gpu-1", "v100-gpu-5") and r.nodes == 2
+    assert r.notes == ("NCCL WARN Failed to open libibverbs.so[.1]",) * 2
+    assert r.nccl_version == "2.9.6+cuda11.2"
+    assert (r.rows[0].root, r.rows[0].redop, r.validated) == (0, None, False)
