@@ -9,7 +9,7 @@ Layout inside the archive (one top folder `<cluster>-delivery-<UTC stamp>/`):
     MANIFEST.json                            what is in the bundle, what was left out and why
     SHA256SUMS                               `sha256sum -c` format, every other file
 
-Every text file passes `gpuctl.runrecord.redact` (private keys, passwords, tokens, URL
+Every text file passes `gpuctl.redact.redact` (private keys, passwords, tokens, URL
 credentials). Files that are private keys — by content (`-----BEGIN … PRIVATE KEY-----`,
 OpenSSH/PuTTY private key headers) or by name (id_rsa, id_ed25519, *.pem, *.key, …) — are
 never copied; the manifest names them as excluded.
@@ -31,7 +31,8 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.errors import InputError
-from gpuctl.runrecord import RunRecord, redact
+from gpuctl.redact import redact
+from gpuctl.runrecord import RunRecord
 
 log = logging.getLogger(__name__)
 

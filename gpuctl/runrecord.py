@@ -24,32 +24,60 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl import __version__
+from gpuctl import redact as _redact
+from gpuctl import runlock as _runlock
 from gpuctl.errors import InputError
 
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-     "[redacted private key]"),
-    (re.compile(r"(?i)\b(password|passwd|secret|token|api[_-]?key|bmc_pass\w*)\b(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|\S+)"),
-     r"\1\2[redacted]"),
-    (re.compile(r"(?i)(https?://[^:/\s]+:)[^@/\s]+@"), r"\1[redacted]@"),
-)
+redact = _redact.redact
+_redact_obj = _redact.redact_obj
+
+#: Records created by this process and not yet finished; `interrupt_active` closes them on Ctrl-C.
+_ACTIVE: list[RunRecord] = []
 
 
-def redact(text: str) -> str:
-    """Remove private keys, passwords, tokens and URL credentials from text."""
-    for pattern, repl in _SECRET_PATTERNS:
-        text = pattern.sub(repl, text)
-    return text
+def interrupt_active(status: str = "interrupted") -> None:
+    """Finish every run still open in this process with `status` (Ctrl-C, a crash)."""
+    for rec in list(_ACTIVE):
+        try:
+            rec.finish(status)
+        except (OSError, InputError):  # a corrupt run.json: nothing more to record
+            if rec in _ACTIVE:
+                _ACTIVE.remove(rec)
+    _runlock.release_all()
 
 
-def _redact_obj(obj: Any) -> Any:
-    if isinstance(obj, str):
-        return redact(obj)
-    if isinstance(obj, dict):
-        return {k: _redact_obj(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_redact_obj(v) for v in obj]
-    return obj
+def private_dir(path: Path) -> None:
+    """mkdir -p with mode 0700 on every folder it creates (umask-independent)."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for d in missing:
+        os.chmod(d, 0o700)
+
+
+def write_private(target: Path, data: str, *, append: bool = False) -> None:
+    """Write a file with mode 0600 whatever the umask."""
+    mode = os.O_APPEND if append else os.O_TRUNC
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | mode | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
+            fh.write(data)
+    finally:
+        os.close(fd)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: corrupt run record (not valid JSON: {exc}); "
+                         "remove or repair the file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
 
 
 def runs_root() -> Path:
@@ -73,6 +101,7 @@ class RunRecord:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock: tuple[str | Path, Path] | None = None
 
     @property
     def id(self) -> str:
@@ -82,16 +111,31 @@ class RunRecord:
     def create(cls, command: str, inventory_path: str | Path | None = None,
                matrix_path: str | Path | None = None, root: Path | None = None) -> RunRecord:
         base = root or runs_root()
+        _redact.known_from_files((inventory_path, matrix_path))
+        if inventory_path is not None and command in _runlock.MUTATING:
+            held = _runlock.acquire(inventory_path, command, base)
+            if held.note:
+                print(f"note: {held.note}", file=sys.stderr)
+        private_dir(base)
+        os.chmod(base, 0o700)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
         path = base / f"{stamp}-{_safe(command)}"
         n = 1
-        while path.exists():
-            n += 1
-            path = base / f"{stamp}-{_safe(command)}-{n}"
-        path.mkdir(parents=True)
+        while True:  # mkdir is the atomic claim: a folder another run made is never reused
+            try:
+                path.mkdir(mode=0o700)
+                break
+            except FileExistsError:
+                n += 1
+                path = base / f"{stamp}-{_safe(command)}-{n}"
+        os.chmod(path, 0o700)
         rec = cls(path)
+        rec._lock = (inventory_path, base) if inventory_path is not None and command in _runlock.MUTATING else None
+        if rec._lock:
+            _runlock.set_run_id(inventory_path, base, path.name)  # type: ignore[arg-type]
+        _ACTIVE.append(rec)
         meta: dict[str, Any] = {
-            "id": path.name, "command": command, "argv": [redact(a) for a in sys.argv],
+            "id": path.name, "command": command, "argv": _redact.redact_argv(sys.argv),
             "gpuctl_version": __version__, "started": now_iso(), "status": "running",
         }
         if inventory_path is not None:
@@ -120,8 +164,24 @@ class RunRecord:
             raise InputError(f"{ref}: not a run folder (no run.json); runs live under {base}")
         return cls(p)
 
+    def claim(self, command: str, inventory_path: str | Path) -> None:
+        """Reopened to run again (turnkey --resume): take the inventory's run lock, as
+        `create` does, and finish run.json on Ctrl-C."""
+        _redact.known_from_files((inventory_path,))
+        if command in _runlock.MUTATING and self._lock is None:
+            held = _runlock.acquire(inventory_path, command, self.path.parent)
+            if held.note:
+                print(f"note: {held.note}", file=sys.stderr)
+            self._lock = (inventory_path, self.path.parent)
+            _runlock.set_run_id(inventory_path, self.path.parent, self.id)
+        if self not in _ACTIVE:
+            _ACTIVE.append(self)
+
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.path / "run.json").read_text())
+        data = _load_json(self.path / "run.json")
+        if not isinstance(data, dict):
+            raise InputError(f"{self.path / 'run.json'}: corrupt run record (not a JSON object)")
+        return data
 
     def update_meta(self, **fields: Any) -> None:
         meta = self.meta()
@@ -129,20 +189,29 @@ class RunRecord:
         self.write_json("run.json", meta)
 
     def finish(self, status: str) -> None:
-        self.update_meta(status=status, finished=now_iso())
+        try:
+            self.update_meta(status=status, finished=now_iso())
+        finally:
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
+            if self._lock is not None:
+                held = _runlock._HELD.get(_runlock.lock_path(*self._lock))
+                self._lock = None
+                if held is not None:
+                    _runlock.release(held)
 
     def write_json(self, rel: str, obj: Any) -> Path:
         target = self.path / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
         tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(_redact_obj(obj), indent=2, sort_keys=True, default=str) + "\n")
+        write_private(tmp, json.dumps(_redact_obj(obj), indent=2, sort_keys=True, default=str) + "\n")
         tmp.replace(target)
         return target
 
     def write_text(self, rel: str, text: str) -> Path:
         target = self.path / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(redact(text))
+        private_dir(target.parent)
+        write_private(target, redact(text))
         return target
 
     def raw(self, host: str, name: str, text: str) -> Path:
@@ -154,7 +223,7 @@ class RunRecord:
 
     def read_stage(self, name: str) -> dict[str, Any] | None:
         p = self.path / "stages" / f"{_safe(name)}.json"
-        return json.loads(p.read_text()) if p.is_file() else None
+        return _load_json(p) if p.is_file() else None
 
     def stages(self) -> list[str]:
         return sorted(p.stem for p in (self.path / "stages").glob("*.json"))

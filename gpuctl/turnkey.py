@@ -99,6 +99,7 @@ def run_turnkey(
     void_reason = None
     if resume:
         record = RunRecord.open(resume)
+        record.claim("turnkey", loaded.path)  # one run per inventory, resumed or not
         previous, void_reason = _previous(record, loaded)
         record.update_meta(status="running", resumed=now_iso(), inventory={"path": str(loaded.path),
                            "sha256": _hashes(loaded)["inventory"]},

@@ -49,7 +49,47 @@ def format_path(path: FieldPath) -> str:
     return out or "(document)"
 
 
-def _construct(node: yaml.Node, path: FieldPath, smap: SourceMap, problems: list[str]) -> Any:
+#: Bounds on hostile input (alias bombs, huge numbers, deep nesting): far above any real
+#: inventory or matrix, far below what hangs the process or overflows the stack.
+MAX_DEPTH = 64
+MAX_NODES = 200_000          # values after alias expansion
+MAX_SCALAR = 65_536          # characters of one string
+MAX_NUMBER_DIGITS = 100      # characters of one plain number
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _check_events(text: str) -> None:
+    """Depth and scalar-size bounds, checked on the event stream (the parser is not
+    recursive, the composer and constructor are) before anything is composed."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1
+                raise _TooBig(f":{line}: nested too deep (more than {MAX_DEPTH} levels)")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.ScalarEvent):
+            value = event.value
+            line = event.start_mark.line + 1
+            if len(value) > MAX_SCALAR:
+                raise _TooBig(f":{line}: a value is too long ({len(value)} characters, at most {MAX_SCALAR})")
+            if (event.implicit[0] and len(value) > MAX_NUMBER_DIGITS
+                    and value.lstrip("+-").replace("_", "").replace(".", "").isdigit()):
+                raise _TooBig(f":{line}: a number is too long ({len(value)} digits, at most {MAX_NUMBER_DIGITS})")
+
+
+def _construct(node: yaml.Node, path: FieldPath, smap: SourceMap, problems: list[str],
+               budget: list[int] | None = None) -> Any:
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _TooBig(f": too many values after expanding aliases (more than {MAX_NODES}; "
+                          "an alias bomb?)")
     smap.lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
@@ -70,14 +110,14 @@ def _construct(node: yaml.Node, path: FieldPath, smap: SourceMap, problems: list
                 )
                 continue
             smap.lines[child] = key_node.start_mark.line + 1
-            result[key] = _construct(value_node, child, smap, problems)
+            result[key] = _construct(value_node, child, smap, problems, budget)
         return result
     if isinstance(node, yaml.SequenceNode):
         items = []
         for index, item in enumerate(node.value):
             child = (*path, index)
             smap.lines[child] = item.start_mark.line + 1
-            items.append(_construct(item, child, smap, problems))
+            items.append(_construct(item, child, smap, problems, budget))
         return items
     return _scalar(node)
 
@@ -93,7 +133,10 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     """Parse one YAML document from text; InputError with file:line on bad YAML."""
     smap = SourceMap(file)
     try:
+        _check_events(text)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except _TooBig as exc:
+        raise InputError(f"{file}{exc}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
@@ -104,9 +147,13 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
         return None, smap
     problems: list[str] = []
     try:
-        data = _construct(root, (), smap, problems)
+        data = _construct(root, (), smap, problems, [MAX_NODES])
+    except _TooBig as exc:
+        raise InputError(f"{file}{exc}") from None
     except yaml.YAMLError as exc:
         raise InputError(f"{file}: not valid YAML: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{file}: a value cannot be read: {exc}") from None
     if problems:
         raise InputError(f"{file}: {len(problems)} problem(s) in the YAML", problems)
     return data, smap

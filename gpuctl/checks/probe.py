@@ -160,22 +160,26 @@ class Probe:
     def _keep_raw(self, key: str, out: Output) -> None:
         if self.raw_dir is None:
             return
+        from gpuctl.runrecord import private_dir, redact, write_private
+
         d = self.raw_dir / self.spec.node
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"{key}.txt").write_text(out.stdout)
+        private_dir(d)  # a run record: 0700 folders, 0600 files, secrets redacted
+        write_private(d / f"{key}.txt", redact(out.stdout))
         if out.stderr.strip() or out.rc:
-            (d / f"{key}.stderr.txt").write_text(f"$ {out.command}\n# exit {out.rc}\n{out.stderr}")
+            write_private(d / f"{key}.stderr.txt", redact(f"$ {out.command}\n# exit {out.rc}\n{out.stderr}"))
 
     def _log_command(self, key: str, remote: str, out: Output) -> None:
         """One JSON line per remote command (as sent, with its time limit) in
         raw/<host>/verify-commands.jsonl (the runner prefixes verify-): what ran, for audits and the scale baseline."""
         if self.raw_dir is None:
             return
+        from gpuctl.runrecord import private_dir, redact, write_private
+
         d = self.raw_dir / self.spec.node
-        d.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"key": key, "command": remote, "rc": out.rc, "seconds": round(out.seconds, 3)})
-        with self._lock, (d / "commands.jsonl").open("a") as fh:
-            fh.write(line + "\n")
+        private_dir(d)
+        line = json.dumps({"key": key, "command": redact(remote), "rc": out.rc, "seconds": round(out.seconds, 3)})
+        with self._lock:
+            write_private(d / "commands.jsonl", line + "\n", append=True)
 
     def parsed(self, key: str, build: Any) -> Any:
         """Parse once per host; a ParseError becomes CouldNotRun (and is remembered)."""

@@ -37,6 +37,14 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
+def _close_runs(status: str) -> None:
+    """Finish the run records this process left open (run.json gets `status` and an end
+    time) and drop its inventory locks. Imported late: runrecord is not needed for --help."""
+    runrecord = sys.modules.get("gpuctl.runrecord")
+    if runrecord is not None:
+        runrecord.interrupt_active(status)
+
+
 def handle_errors(func: F) -> F:
     """Translate GpuctlError into a message on stderr and its exit code."""
 
@@ -45,9 +53,11 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except GpuctlError as exc:
+            _close_runs("error")
             click.echo(f"error: {exc}", err=True)
             sys.exit(int(exc.exit_code))
         except KeyboardInterrupt:
+            _close_runs("interrupted")
             click.echo("interrupted", err=True)
             sys.exit(int(ExitCode.EXECUTION))
 

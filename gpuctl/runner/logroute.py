@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpuctl.runrecord import redact
+from gpuctl.redact import redact
 
 #: Loggers of the execution engines (pyinfra) and the SSH library under it and under verify.
 ENGINE_LOGGERS: tuple[str, ...] = ("pyinfra", "paramiko")
@@ -34,6 +35,8 @@ def engine_logs_to(path: Path | None) -> Iterator[None]:
     if path is None:
         handler = logging.NullHandler()
     else:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        os.chmod(path, 0o600)  # a run record's files are private whatever the umask
         handler = logging.FileHandler(path, encoding="utf-8")
         handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     handler.setLevel(logging.INFO)

@@ -1,0 +1,152 @@
+"""The one redactor every writer of run records, logs, reports and bundles uses.
+
+Secrets are removed by *structure*, not by guessing at values:
+  * PEM/OpenSSH private key blocks;
+  * URL userinfo, with or without a scheme (`https://u:p@h/`, `u:p@h/path`);
+  * secret-named options with their value (`--password x`, `--password=x`,
+    `--bmc-pass x`, ipmitool's `-P x`);
+  * secret-named assignments and keys: env (`BMC_PASSWORD=…`, `GH_TOKEN=…`,
+    `AWS_SECRET=…`), YAML/INI (`password: …`), JSON (`"password": "…"`);
+  * auth headers (`Authorization: Bearer …`, `Basic …`, `token …`);
+and, as a second line, every *known* secret value (registered with `add_known`,
+e.g. collected from the inventory and matrix by `known_from_files`) is replaced wherever
+it occurs. `redact_obj` also blanks string values of secret-named mapping keys.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+MARK = "[redacted]"
+
+# A name that holds a secret: ends with one of the secret words (`bmc_password`,
+# `GH_TOKEN`, `api-key`, `--pass`); not a path/file/env *pointing* at one.
+_NAME = (r"(?:[A-Za-z0-9_.-]*?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key"
+         r"|private[_-]?key|credentials?)s?|(?:[A-Za-z0-9_.-]*[_-])?pass)")
+_NOT_POINTER = r"(?<!file)(?<!path)(?<!_env)"
+_VALUE = r"(\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'&,;]+)"
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
+     "[redacted private key]"),
+    # auth headers: keep the scheme word, drop the credential
+    (re.compile(r"(?i)\b((?:proxy-)?authorization\s*[:=]\s*)(?:(bearer|basic|token|digest|negotiate)\s+)?"
+                r"([^\s\"',;]+)"),
+     lambda m: f"{m.group(1)}{(m.group(2) + ' ') if m.group(2) else ''}{MARK}"),  # type: ignore[list-item]
+    # URL userinfo with or without a scheme: user:secret@host
+    (re.compile(r"(?i)((?:\b[a-z][a-z0-9+.-]*://)?(?<![\w.%+-])[\w.%+~-]+:)[^\s@/:'\"]+@(?=[\w\[])"),
+     rf"\1{MARK}@"),
+    # JSON: "password": "value"
+    (re.compile(rf"(?i)(\"{_NAME}{_NOT_POINTER}\"\s*:\s*)\"(?:[^\"\\\n]|\\.)*\""), rf'\1"{MARK}"'),
+    # options: --password x, --password=x, --bmc-pass x
+    (re.compile(rf"(?i)((?<![\w-])--?{_NAME}{_NOT_POINTER}(?![\w-])(?:\s*=\s*|\s+))(?!-)" + _VALUE),
+     rf"\1{MARK}"),
+    # ipmitool / sshpass style -P <password>
+    (re.compile(r"((?<![\w-])-P\s+)(?!-)" + _VALUE), rf"\1{MARK}"),
+    # assignments and keys: PASSWORD=…, *_TOKEN=…, password: …, password = …
+    (re.compile(rf"(?i)((?<![\w-]){_NAME}{_NOT_POINTER}(?![\w-])[\"']?\s*[=:]\s*)(?![\[{{]|[\"']?{re.escape(MARK)})"
+                + _VALUE),
+     rf"\1{MARK}"),
+)
+
+_SECRET_KEY = re.compile(rf"(?i)^{_NAME}{_NOT_POINTER}$")
+
+#: Exact secret values known to this process (inventory/matrix credentials, BMC passwords).
+_KNOWN: set[str] = set()
+_MIN_KNOWN = 4  # shorter values would blank ordinary words
+
+
+def add_known(values: Iterable[str]) -> None:
+    """Register secret values to replace wherever they occur."""
+    for v in values:
+        if isinstance(v, str) and len(v) >= _MIN_KNOWN and v != MARK:
+            _KNOWN.add(v)
+
+
+def clear_known() -> None:
+    _KNOWN.clear()
+
+
+def secret_key(name: object) -> bool:
+    """True for a mapping key that names a secret (password, bmc_pass, api_token, …)."""
+    return isinstance(name, str) and bool(_SECRET_KEY.match(name))
+
+
+def redact(text: str) -> str:
+    """Remove private keys, credentials and every known secret value from text."""
+    if not text:
+        return text
+    for value in sorted(_KNOWN, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, MARK)
+    for pattern, repl in _PATTERNS:
+        text = pattern.sub(repl, text)  # type: ignore[arg-type]
+    return text
+
+
+_OPTION = re.compile(rf"(?i)^--?{_NAME}{_NOT_POINTER}$|^-P$")
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """`redact` over each argument; the argument after a secret-named option
+    (`--password x`, `-P x`) is replaced whole."""
+    out: list[str] = []
+    for arg in argv:
+        out.append(MARK if out and _OPTION.match(out[-1]) else redact(arg))
+    return out
+
+
+def redact_obj(obj: Any) -> Any:
+    """`redact` over every string of a JSON-like object; secret-named keys' string values
+    are replaced whole."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {k: (MARK if secret_key(k) and isinstance(v, str) and v else redact_obj(v))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v) for v in obj]
+    return obj
+
+
+_USERINFO = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?[\w.%+~-]+:([^\s@/:'\"]+)@", re.I)
+
+
+def known_in(obj: Any) -> set[str]:
+    """Secret values found by structure in parsed YAML/JSON data: values of secret-named
+    keys and passwords in URL userinfo."""
+    found: set[str] = set()
+
+    def walk(o: Any, key: object = None) -> None:
+        if isinstance(o, dict):
+            for k, v in o.items():
+                walk(v, k)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v, key)
+        elif isinstance(o, str):
+            if secret_key(key):
+                found.add(o)
+            found.update(m.group(1) for m in _USERINFO.finditer(o))
+
+    walk(obj)
+    return found
+
+
+def known_from_files(paths: Iterable[str | Path | None]) -> None:
+    """Register the secrets of the given YAML files (inventory, matrix); unreadable files
+    are skipped (their loaders report them)."""
+    from gpuctl.errors import InputError
+    from gpuctl.yamlsrc import load_yaml
+
+    for p in paths:
+        if p is None:
+            continue
+        try:
+            data, _ = load_yaml(p)
+        except InputError:
+            continue
+        add_known(known_in(data))
