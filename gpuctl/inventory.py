@@ -38,6 +38,22 @@ OS_NAMES: dict[str, str] = {
 
 _NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 _IFNAME = r"^[A-Za-z0-9_.:-]{1,15}$"
+# shell safety (issue 12): values that reach commands on the nodes
+_IFNAME_RE = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.:-]{1,15}$")  # Linux IFNAMSIZ 16 incl. NUL; no / or space
+_HCA_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")  # mlx5_0, rxe0, irdma1
+_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9_.+@=/-]*$")
+_SAFE_KEY_PATH_RE = re.compile(r"^~?[A-Za-z0-9_.+@=/-]+$")
+_MOUNT_OPTS_RE = re.compile(r"^[A-Za-z0-9_.=+-]+(,[A-Za-z0-9_.=+-]+)*$")
+_POSIX_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:=+@%/~-]*$")
+
+
+def _check(regex: re.Pattern[str], what: str, v: str | None) -> str | None:
+    if v is not None and (".." in v.split("/") if what.endswith("path") else False):
+        raise ValueError(f"must be a {what} without '..'")
+    if v is not None and not regex.match(v):
+        raise ValueError(f"{v!r} is not a safe {what} (shell metacharacters, spaces or quotes are refused)")
+    return v
 # Lustre NID: "10.0.0.5@o2ib", "10.0.0.5@tcp1", "192.168.1.2@o2ib0"
 _NID = re.compile(r"^(?P<addr>[0-9.]+)@(?P<net>(tcp|o2ib|kfi|gni)\d*)$")
 #: apt-cacher-ng 3.7.4 (Debian 12), the cluster package cache, stores its upstream proxy's port
@@ -83,6 +99,16 @@ class Ssh(_Strict):
     known_hosts: str | None = None
     strict_host_keys: bool = False
     connect_timeout_s: int = Field(default=10, ge=1, le=300)
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        return _check(_POSIX_USER_RE, "POSIX user name", v) or v
+
+    @field_validator("key", "known_hosts")
+    @classmethod
+    def _keypath(cls, v: str | None) -> str | None:
+        return _check(_SAFE_KEY_PATH_RE, "key path", v)
 
 
 class Repos(_Strict):
@@ -144,6 +170,20 @@ class Fabric(_Strict):
     roce: RoceSettings | None = None
     soft_roce: bool = Field(default=False, description="lab only: create rdma_rxe devices on the interfaces")
 
+    @field_validator("hcas")
+    @classmethod
+    def _hcas(cls, v: list[str] | None) -> list[str] | None:
+        for x in v or []:
+            _check(_HCA_RE, "RDMA device name (like mlx5_0)", x)
+        return v
+
+    @field_validator("interfaces")
+    @classmethod
+    def _ifaces(cls, v: list[str] | None) -> list[str] | None:
+        for x in v or []:
+            _check(_IFNAME_RE, "interface name (1-15 of A-Z a-z 0-9 _ . : -)", x)
+        return v
+
 
 class Vlan(_Strict):
     id: int = Field(ge=1, le=4094)
@@ -167,6 +207,13 @@ class Raid(_Strict):
     def _abs(cls, v: str) -> str:
         if not v.startswith("/") or v in ("/", "/boot", "/usr", "/etc", "/var"):
             raise ValueError("must be an absolute path that is not a system directory")
+        return _check(_SAFE_PATH_RE, "absolute path", v) or v
+
+    @field_validator("devices", "wipe")
+    @classmethod
+    def _devs(cls, v: Any) -> Any:
+        for x in v if isinstance(v, list) else []:
+            _check(_SAFE_PATH_RE, "device path", x)
         return v
 
 
@@ -176,6 +223,16 @@ class Lustre(_Strict):
     mount: str = "/lustre"
     lnet: str
     mount_options: str = "flock,_netdev"
+
+    @field_validator("mount")
+    @classmethod
+    def _mount(cls, v: str) -> str:
+        return _check(_SAFE_PATH_RE, "absolute path", v) or v
+
+    @field_validator("mount_options")
+    @classmethod
+    def _opts(cls, v: str) -> str:
+        return _check(_MOUNT_OPTS_RE, "mount option list (comma-separated)", v) or v
 
 
 class Storage(_Strict):
@@ -506,6 +563,11 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
                 near = difflib.get_close_matches(key, known, n=1)
                 hint = f"; did you mean '{near[0]}'?" if near else " (see roles/<role>/defaults.yaml)"
                 err(("role_vars", key), f"unknown role setting '{key}'{hint}")
+            value = inv.role_vars[key]
+            for x in value if isinstance(value, list) else [value]:
+                if isinstance(x, str) and not _SAFE_VALUE_RE.match(x):
+                    err(("role_vars", key), f"{x!r} is not a safe value (shell metacharacters, spaces or "
+                        "quotes are refused)")
 
     # CPU memory
     if sku is not None:

@@ -1,0 +1,118 @@
+"""Shell safety (issue 12): inventory values never reach a root shell unquoted.
+
+Deploy tier: every role runs on @fake hosts whose NodeSpec carries a metacharacter
+payload in every inventory-derived string (validation bypassed by building the spec
+directly); each generated command is shlex-split and the payload must only ever appear
+intact inside one token. Unit tier: the loader refuses each payload per field with
+file:line: field.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+
+from gpuctl.errors import InputError
+from gpuctl.inventory import load_inventory_text
+from gpuctl.paths import inventories_dir
+from gpuctl.runner.roles import load_role
+from gpuctl.spec import ROLE_ORDER, FabricPort, LustreSpec, RaidSpec, VlanSpec
+
+MARK = "PWN"
+PAYLOADS = [
+    "PWN;id", "PWN$(id)", "PWN`id`", "PWN|id", "PWN&id", "PWN\nid", "PWN'x", 'PWN"x', "PWN x",
+]
+H100 = (inventories_dir() / "h100-8x4.yaml").read_text()
+ROCE = (inventories_dir() / "h200-roce-8x8.yaml").read_text()
+
+
+def _poison(spec, p: str):
+    f = spec.fabric
+    ports = tuple(FabricPort(hca=f"{p}h{i}", interface=f"{p}i{i}", address=x.address)
+                  for i, x in enumerate(f.ports or (FabricPort(hca="mlx5_0", interface="ib0", address=None),)))
+    vlans = tuple(VlanSpec(id=v.id, name=f"{p}v", parent=f"{p}par", interface=f"{p}vif", address=v.address,
+                           mtu=v.mtu) for v in spec.vlans)
+    raid = spec.raid and RaidSpec(**{**spec.raid.model_dump(), "mount": f"/{p}raid"})
+    lustre = LustreSpec(mgs_nids=(f"10.0.0.5@{p}",), fsname=f"{p}fs", mount=f"/{p}lu", lnet=f"tcp0({p})",
+                        mount_options=f"flock,{p}")
+    return spec.model_copy(update={
+        "fabric": f.model_copy(update={"ports": ports}), "vlans": vlans, "raid": raid, "lustre": lustre,
+        "ssh_user": f"{p}user", "node": spec.node,
+        "role_vars": {k: f"{p}rv" for k in _string_role_vars()},
+    })
+
+
+def _string_role_vars() -> list[str]:
+    import yaml
+
+    from gpuctl.paths import roles_dir
+    keys = []
+    for path in sorted(roles_dir().glob("*/defaults.yaml")):
+        for k, v in (yaml.safe_load(path.read_text()) or {}).items():
+            if isinstance(v, str):
+                keys.append(k)
+    return keys
+
+
+def _unsafe(command: str, payload: str) -> bool:
+    """True when the payload is not one intact piece of a single shell token."""
+    if MARK not in command:
+        return False
+    try:
+        tokens = shlex.split(command, posix=True)
+    except ValueError:
+        return True
+    # pyinfra's `sh -c '<cmd>'` wrapping: check the inner command too
+    for i, t in enumerate(tokens):
+        if t == "-c" and i + 1 < len(tokens) and MARK in tokens[i + 1] and tokens[i + 1] != command:
+            if _unsafe(tokens[i + 1], payload):
+                return True
+    return any(MARK in t and payload not in t for t in tokens)
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: repr(p))
+@pytest.mark.parametrize("role", ROLE_ORDER)
+def test_no_payload_reaches_a_shell_unquoted(fake, role: str, payload: str) -> None:
+    specs = [_poison(s, payload) for s in fake.specs("h100-8x4.yaml", limit=("gpu-01",))]
+    specs = [s.model_copy(update={"roles": {r: "" for r in s.roles}}) for s in specs]
+    run = fake.run(load_role(role).install, specs)
+    h = run["gpu-01"]
+    bad = [c for c in h.commands if _unsafe(c, payload)]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize(("old", "new", "field"), [
+    ("hcas_per_node: 8", "hcas_per_node: 8\n  hcas: [\"mlx5_0;id\", b, c, d, e, f, g, h]", r"fabric\.hcas"),
+    ("hcas_per_node: 8", "hcas_per_node: 8\n  interfaces: [\"ib0$(id)\", b, c, d, e, f, g, h]", r"fabric\.interfaces"),
+    ("mount: /raid", 'mount: "/raid;rm -rf /"', r"storage\.raid\.mount"),
+    ("mount: /lustre", 'mount: "/lu`id`"', r"storage\.lustre\.mount"),
+    ("mount: /lustre", 'mount: /lustre, mount_options: "flock;id"', r"storage\.lustre\.mount_options"),
+    ("mount: /lustre", 'mount: "/lu stre"', r"storage\.lustre\.mount"),
+])
+def test_loader_refuses_payload_with_file_line_field(old: str, new: str, field: str) -> None:
+    assert old in H100, old
+    text = H100.replace(old, new, 1)
+    with pytest.raises(InputError) as exc:
+        load_inventory_text(text, "inv.yaml", base_dir=inventories_dir())
+    assert any(re.match(rf"inv\.yaml:\d+: {field}: ", p) for p in exc.value.problems), exc.value.problems
+
+
+@pytest.mark.parametrize(("key", "value"), [("user", "root;id"), ("user", "ro ot"), ("key", "~/.ssh/k$(id)"),
+                                            ("key", "~/.ssh/k`id`"), ("known_hosts", "/x|y")])
+def test_loader_refuses_ssh_payload(key: str, value: str) -> None:
+    text = re.sub(r"^ssh: .*$", f"ssh: {{{key}: {value!r}}}".replace("'", '"'), H100, count=1, flags=re.M)
+    assert text != H100
+    with pytest.raises(InputError) as exc:
+        load_inventory_text(text, "inv.yaml", base_dir=inventories_dir())
+    assert any(re.match(rf"inv\.yaml:\d+: ssh\.{key}: ", p) for p in exc.value.problems), exc.value.problems
+
+
+def test_loader_refuses_role_var_payload() -> None:
+    key = _string_role_vars()[0]
+    text = H100 + f'\nrole_vars: {{{key}: "x;id $(id)"}}\n'
+    with pytest.raises(InputError) as exc:
+        load_inventory_text(text, "inv.yaml", base_dir=inventories_dir())
+    assert any(re.match(rf"inv\.yaml:\d+: role_vars\.{key}: ", p) for p in exc.value.problems), exc.value.problems
