@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from gpuctl import hostkeys
 from gpuctl.inventory import LoadedInventory
 from gpuctl.spec import NodeSpec
 
@@ -51,11 +52,9 @@ class SshTarget:
         opts = ["-p", str(self.port)]
         if self.key:
             opts += ["-i", os.path.expanduser(self.key), "-o", "IdentitiesOnly=yes"]
-        if self.known_hosts:
-            opts += ["-o", f"UserKnownHostsFile={os.path.expanduser(self.known_hosts)}"]
+        opts += hostkeys.Policy.for_inventory(self.known_hosts, self.strict_host_keys).ssh_options()
         opts += [
             "-o", "BatchMode=yes",
-            "-o", f"StrictHostKeyChecking={'yes' if self.strict_host_keys else 'accept-new'}",
             "-o", f"ConnectTimeout={self.connect_timeout_s}",
             "-o", "ServerAliveInterval=15",
             "-o", "LogLevel=ERROR",

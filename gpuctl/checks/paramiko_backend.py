@@ -11,9 +11,9 @@ The backend reads the run's generated ssh_config (`gpuctl.checks.sshconfig`) for
 HostName, Port, User, IdentityFile, UserKnownHostsFile, StrictHostKeyChecking and
 ConnectTimeout:
 
-- ``StrictHostKeyChecking yes``: a host whose key is not in the known_hosts file is
-  refused; ``accept-new``: an unknown host's key is appended to that file (under a lock),
-  a *changed* key is always refused (paramiko raises BadHostKeyException).
+- host keys follow `gpuctl.hostkeys` (one policy for every command): ``StrictHostKeyChecking
+  yes`` refuses an unknown host, ``accept-new`` records it; a *changed* key is always refused.
+  Without UserKnownHostsFile: gpuctl's own known_hosts plus the user's ~/.ssh/known_hosts.
 - Connection and protocol errors raise ``RuntimeError`` with an object carrying
   ``stderr``, as the ssh backend does for exit 255, so `gpuctl.checks.probe` reports the
   host unreachable with the reason.
@@ -24,17 +24,17 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
 from typing import Any
 
 import paramiko
 from testinfra.backend import base
 from testinfra.backend.paramiko import ParamikoBackend
 
+from gpuctl import hostkeys
+
 log = logging.getLogger(__name__)
 
 NAME = "gpuctl"
-_KNOWN_HOSTS_LOCK = threading.Lock()
 _OPEN: list[paramiko.SSHClient] = []
 
 
@@ -47,19 +47,6 @@ class _Failure:
 
     def __repr__(self) -> str:
         return f"ssh failed: {self.stderr}"
-
-
-class _AcceptNew(paramiko.MissingHostKeyPolicy):
-    """OpenSSH's accept-new: remember an unknown host's key in the known_hosts file."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        if self.path:
-            with _KNOWN_HOSTS_LOCK, open(self.path, "a") as fh:
-                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-        log.info("accepted new host key for %s", hostname)
 
 
 @functools.lru_cache(maxsize=8)
@@ -116,14 +103,10 @@ class CheckedParamikoBackend(ParamikoBackend):
         known_hosts = os.path.expanduser(known_hosts) if known_hosts else None
         strict = str(cfg.get("stricthostkeychecking", "yes")).lower()
         client = paramiko.SSHClient()
-        if known_hosts and os.path.exists(known_hosts):
-            client.load_host_keys(known_hosts)
-        if strict == "accept-new":
-            client.set_missing_host_key_policy(_AcceptNew(known_hosts))
-        elif strict == "no":
-            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-        else:
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        # No keys loaded: paramiko hands every offered key to the shared gpuctl policy
+        # (gpuctl.hostkeys), which accepts known keys, records new ones and refuses changed ones.
+        client.set_missing_host_key_policy(
+            hostkeys.Policy.for_inventory(known_hosts, strict == "yes").paramiko_policy())
         key = _first(cfg.get("identityfile"))
         timeout = float(cfg.get("connecttimeout", self.timeout))
         client.connect(hostname=hostname, port=port, username=self.host.user or cfg.get("user"),

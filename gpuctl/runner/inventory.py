@@ -8,15 +8,19 @@ through `ssh_hostname`. Host data carries the NodeSpec (`SPEC_KEY`), the RunOpti
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuctl import hostkeys
 from gpuctl.deploy_context import OPTIONS_KEY, SPEC_KEY, RunOptions
 from gpuctl.inventory import LoadedInventory
 from gpuctl.spec import NodeSpec
+
+log = logging.getLogger(__name__)
 
 # Connection attempts beyond the first: small, so unreachable hosts fail in seconds.
 SSH_CONNECT_RETRIES = 1
@@ -88,8 +92,9 @@ def ssh_host_data(spec: NodeSpec, ssh: SshSettings) -> dict[str, Any]:
     }
     if ssh.key:
         data["ssh_key"] = ssh.key
-    if ssh.known_hosts:
-        data["ssh_known_hosts_file"] = ssh.known_hosts
+    # Always one file (pyinfra's default would append to ~/.ssh/known_hosts): the
+    # inventory's, or gpuctl's own seeded from the user's (gpuctl.hostkeys, see ssh_targets).
+    data["ssh_known_hosts_file"] = host_key_policy(ssh).record
     if spec.ssh_user and spec.ssh_user != "root":
         data["_sudo"] = True
     return data
@@ -98,9 +103,18 @@ def ssh_host_data(spec: NodeSpec, ssh: SshSettings) -> dict[str, Any]:
 LOCAL_ADDRESS = "@local"
 
 
+def host_key_policy(ssh: SshSettings) -> hostkeys.Policy:
+    return hostkeys.Policy.for_inventory(ssh.known_hosts, ssh.strict_host_keys)
+
+
 def ssh_targets(specs: Sequence[NodeSpec], ssh: SshSettings) -> list[Target]:
     """One pyinfra host per node: SSH, or pyinfra's local connector for the node whose
-    address is `@local` (the machine gpuctl runs on — the hardware tier)."""
+    address is `@local` (the machine gpuctl runs on — the hardware tier). The user's
+    known_hosts entries for these nodes are copied into gpuctl's file (pyinfra reads one);
+    a node whose files disagree is logged and left to pyinfra to refuse."""
+    remote = [s for s in specs if s.address != LOCAL_ADDRESS]
+    for err in host_key_policy(ssh).seed(hostkeys.host_name(s.address, s.ssh_port) for s in remote).values():
+        log.error("%s", err)
     return [Target(name=LOCAL_ADDRESS, spec=s, data={}) if s.address == LOCAL_ADDRESS
             else Target(name=s.node, spec=s, data=ssh_host_data(s, ssh)) for s in specs]
 

@@ -11,6 +11,7 @@ import paramiko
 import pytest
 from testinfra import backend as tbackend
 
+from gpuctl import hostkeys
 from gpuctl.checks import paramiko_backend as pb
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
@@ -49,17 +50,17 @@ class _Recorder:
         return Client()
 
 
-@pytest.mark.parametrize(("strict", "policy"), [("yes", paramiko.RejectPolicy), ("accept-new", pb._AcceptNew),
-                                                 ("no", paramiko.AutoAddPolicy)])
-def test_policy_and_connect_arguments_follow_the_ssh_config(tmp_path, monkeypatch, strict, policy) -> None:
+@pytest.mark.parametrize(("strict", "is_strict"), [("yes", True), ("accept-new", False), ("no", False)])
+def test_policy_and_connect_arguments_follow_the_ssh_config(tmp_path, monkeypatch, strict, is_strict) -> None:
     kh = tmp_path / "known_hosts"
     kh.write_text("127.0.0.1 ssh-ed25519 AAAA\n")
     rec = _Recorder()
     monkeypatch.setattr(pb.paramiko, "SSHClient", rec)
     be = pb.CheckedParamikoBackend("gpu-01", ssh_config=str(_config(tmp_path, strict, kh)))
     be.client  # noqa: B018 - connects
-    assert isinstance(rec.policy, policy)
-    assert rec.loaded == [str(kh)]
+    assert isinstance(rec.policy, hostkeys.MissingKeyPolicy)  # gpuctl.hostkeys checks every key
+    assert rec.policy.policy.files == (str(kh),) and rec.policy.policy.strict is is_strict
+    assert rec.loaded == []
     assert rec.kwargs["hostname"] == "127.0.0.1" and rec.kwargs["port"] == 9
     assert rec.kwargs["username"] == "root" and rec.kwargs["key_filename"] == str(tmp_path / "k")
     assert rec.kwargs["look_for_keys"] is False and rec.kwargs["allow_agent"] is False
@@ -70,7 +71,7 @@ def test_policy_and_connect_arguments_follow_the_ssh_config(tmp_path, monkeypatc
 def test_accept_new_appends_the_key_under_the_hosts_name(tmp_path) -> None:
     kh = tmp_path / "known_hosts"
     key = paramiko.Ed25519Key.from_private_key_file(str(_keyfile(tmp_path)))
-    pb._AcceptNew(str(kh)).missing_host_key(None, "[127.0.0.1]:2222", key)  # type: ignore[arg-type]
+    hostkeys.Policy(str(kh)).paramiko_policy().missing_host_key(None, "[127.0.0.1]:2222", key)  # type: ignore[arg-type]
     assert kh.read_text() == f"[127.0.0.1]:2222 ssh-ed25519 {key.get_base64()}\n"
 
 
