@@ -106,11 +106,13 @@ def rdma_command(ports: list[tuple[str, str]]) -> str:
         parts.append(
             f"p=/sys/class/infiniband/{h}/ports/1; if [ -d $p ]; then "
             f"drv=$(basename \"$(readlink -f /sys/class/infiniband/{h}/device/driver 2>/dev/null)\" 2>/dev/null); "
-            f"echo \"dev {h} ${{drv:-none}} {n}\"; "
-            f"[ -d /sys/class/net/{n}/ecn/roce_np ] && echo \"ecn {h}\"; "
+            # names go to printf as separate quoted words: inside "..." a shlex-quoted name would run
+            f"printf 'dev %s %s %s\\n' {h} \"${{drv:-none}}\" {n}; "
+            f"[ -d /sys/class/net/{n}/ecn/roce_np ] && printf 'ecn %s\\n' {h}; "
             "for g in $p/gids/*; do i=${g##*/}; t=$(cat $p/gid_attrs/types/$i 2>/dev/null) || continue; "
-            f"echo \"gid {h} $i $(cat $g) $(cat $p/gid_attrs/ndevs/$i 2>/dev/null || echo -) $t\"; done; "
-            f"else echo \"absent {h}\"; fi"
+            f"printf 'gid %s %s %s %s %s\\n' {h} \"$i\" \"$(cat $g)\" "
+            "\"$(cat $p/gid_attrs/ndevs/$i 2>/dev/null || echo -)\" \"$t\"; done; "
+            f"else printf 'absent %s\\n' {h}; fi"
         )
     return "; ".join(parts)
 

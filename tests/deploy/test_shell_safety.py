@@ -66,9 +66,9 @@ def _unsafe(command: str, payload: str) -> bool:
         return True
     # pyinfra's `sh -c '<cmd>'` wrapping: check the inner command too
     for i, t in enumerate(tokens):
-        if t == "-c" and i + 1 < len(tokens) and MARK in tokens[i + 1] and tokens[i + 1] != command:
-            if _unsafe(tokens[i + 1], payload):
-                return True
+        if (t == "-c" and i + 1 < len(tokens) and MARK in tokens[i + 1] and tokens[i + 1] != command
+                and _unsafe(tokens[i + 1], payload)):
+            return True
     return any(MARK in t and payload not in t for t in tokens)
 
 
