@@ -183,14 +183,17 @@ def _scratch_guard(mount: str, folder: str, need_mib: int) -> str:
     """Shell lines that refuse to run unless `mount` is a mount point with room, create a
     new folder under it (failing if it exists) and remove only that folder on exit."""
     m, d = shlex.quote(mount), shlex.quote(folder)
+    # paths reach the shell only as shlex-quoted words (printf %s, a variable for the trap)
     return (
-        f"mountpoint -q {m} || {{ echo \"gpuctl: {mount} is not a mount point\" >&2; exit {EXIT_NOT_A_MOUNT}; }}\n"
+        f"mountpoint -q {m} || {{ printf 'gpuctl: %s is not a mount point\\n' {m} >&2; exit {EXIT_NOT_A_MOUNT}; }}\n"
         f"avail_kib=$(df -P -k {m} | awk 'NR==2 {{print $4}}')\n"
         f"if [ \"$avail_kib\" -lt {need_mib * 1024} ]; then "
-        f"echo \"gpuctl: {mount} has $avail_kib KiB free, the test needs {need_mib} MiB\" >&2; "
+        f"printf 'gpuctl: %s has %s KiB free, the test needs {need_mib} MiB\\n' {m} \"$avail_kib\" >&2; "
         f"exit {EXIT_NO_SPACE}; fi\n"
-        f"mkdir {d} || {{ echo \"gpuctl: {folder} exists; not touching it\" >&2; exit {EXIT_SCRATCH_EXISTS}; }}\n"
-        f"trap 'rm -rf -- {d}' EXIT\n"
+        f"gpuctl_scratch={d}\n"
+        f"mkdir -- \"$gpuctl_scratch\" || {{ printf 'gpuctl: %s exists; not touching it\\n' \"$gpuctl_scratch\" >&2; "
+        f"exit {EXIT_SCRATCH_EXISTS}; }}\n"
+        "trap 'rm -rf -- \"$gpuctl_scratch\"' EXIT\n"
     )
 
 

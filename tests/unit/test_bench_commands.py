@@ -122,7 +122,8 @@ def test_fio_never_touches_a_device_or_existing_data(lab_specs: list[NodeSpec], 
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     folder = "/raid/.gpuctl-bench-RUN1-" + job
     assert "mountpoint -q /raid" in script
-    assert f"mkdir {folder} ||" in script and f"rm -rf -- {folder}" in script
+    assert f"gpuctl_scratch={folder}\n" in script and 'mkdir -- "$gpuctl_scratch" ||' in script
+    assert """trap 'rm -rf -- "$gpuctl_scratch"' EXIT""" in script
     argv = shlex.split(script.strip().splitlines()[-1])
     assert f"--directory={folder}" in argv and "--output-format=json" in argv
     assert not any(a.startswith("--filename") for a in argv) and "/dev/" not in script
