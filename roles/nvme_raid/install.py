@@ -133,8 +133,8 @@ def _mkfs_command(array: str, fs: str, options: str) -> str:
     a = shlex.quote(array)
     return (
         f"s=$(wipefs -i -O TYPE,OFFSET {a}) || exit 1; "
-        f"if [ -n \"$s\" ]; then echo \"gpuctl: refusing mkfs: {array} already carries $s\" >&2; exit 1; fi; "
-        f"mkfs.{fs} {options} {a}"
+        f"if [ -n \"$s\" ]; then printf 'gpuctl: refusing mkfs: %s already carries %s\\n' {a} \"$s\" >&2; exit 1; fi; "
+        f"mkfs.{shlex.quote(fs)} {' '.join(shlex.quote(o) for o in shlex.split(options))} {a}"
     )
 
 
