@@ -13,10 +13,8 @@ import re
 import shlex
 from functools import cache
 from io import StringIO
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pyinfra import host, state
 from pyinfra.api import deploy, operation
 from pyinfra.operations import files
@@ -32,7 +30,10 @@ log = logging.getLogger(__name__)
 
 @cache
 def defaults() -> dict[str, Any]:
-    return yaml.safe_load((Path(__file__).parent / "defaults.yaml").read_text())
+    """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
+    from gpuctl.operations import role_knobs
+
+    return role_knobs("lustre_client")
 
 
 def lnet_interfaces(lnet: str) -> list[str]:

@@ -16,11 +16,9 @@ import shlex
 from dataclasses import dataclass
 from functools import cache
 from io import StringIO
-from pathlib import Path
 from typing import Any
 
 import jinja2
-import yaml
 from pyinfra import host, state
 from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
 from pyinfra.operations import apt, dnf, files, server
@@ -44,7 +42,10 @@ log = logging.getLogger(__name__)
 
 @cache
 def defaults() -> dict[str, Any]:
-    return yaml.safe_load((Path(__file__).parent / "defaults.yaml").read_text())
+    """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
+    from gpuctl.operations import role_knobs
+
+    return role_knobs("network")
 
 
 @cache

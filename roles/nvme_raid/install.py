@@ -13,10 +13,8 @@ from __future__ import annotations
 import logging
 import shlex
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pyinfra import host
 from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
 from pyinfra.operations import apt, dnf, server
@@ -30,7 +28,10 @@ log = logging.getLogger(__name__)
 
 @cache
 def defaults() -> dict[str, Any]:
-    return yaml.safe_load((Path(__file__).parent / "defaults.yaml").read_text())
+    """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
+    from gpuctl.operations import role_knobs
+
+    return role_knobs("nvme_raid")
 
 
 def _fail_now(state: Any, host: Any, message: str) -> bool:
