@@ -21,10 +21,8 @@ import hashlib
 import logging
 import shlex
 from io import StringIO
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, FunctionCommand, deploy, operation
 from pyinfra.facts.files import Sha256File
@@ -33,16 +31,15 @@ from pyinfra.operations import files, server
 
 from gpuctl.deploy_context import node_spec
 from gpuctl.handover import LOGIN_OK, PROBE_MARK, HandoverPlan, key_blob
+from gpuctl.operations import role_knobs
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS = Path(__file__).with_name("defaults.yaml")
 
 
 def knobs() -> dict[str, Any]:
-    """defaults.yaml, each key overridable by the host's pyinfra data."""
-    data = yaml.safe_load(_DEFAULTS.read_text()) or {}
-    return {k: (v if host.data.get(k) is None else host.data.get(k)) for k, v in data.items()}
+    """defaults.yaml, each key overridable (host data > --extra > inventory role_vars)."""
+    return role_knobs("handover")
 
 
 @operation()

@@ -159,3 +159,14 @@ def test_provider_key_already_gone_is_noop(fake, tmp_path, keys):
     assert h.status == "ok"
     assert not calls and not any(PROBE_MARK in c for c in h.commands)
     assert h.op("Remove the provider key").status in ("unchanged", "not run")
+
+
+def test_role_vars_shell_reaches_the_accounts(fake, tmp_path, keys):
+    """Inventory role_vars were read only from host data: handover_shell was accepted and ignored."""
+    loaded, plan, _ = setup(tmp_path, keys, remove=False)
+    specs = [s.model_copy(update={"role_vars": {**s.role_vars, "handover_shell": "/bin/sh"}}) for s in resolve(loaded)]
+    run = fake.run(load_delivery_role("handover").install, specs, kwargs={"plan": plan}, responses={"visudo": ""})
+    h = run["gpu-01"]
+    assert h.status == "ok", h.error
+    useradd = [c for c in h.commands if "useradd" in c]
+    assert useradd and all("/bin/sh" in c and "/bin/bash" not in c for c in useradd), useradd

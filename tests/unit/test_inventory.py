@@ -131,6 +131,15 @@ def test_role_vars_must_name_a_known_role_setting() -> None:
     assert any("did you mean 'bench_tools_nccl_tests_package'" in p for p in problems)
 
 
+@pytest.mark.parametrize("key", ["ofed_kind", "nccl_version", "nccl_conf", "cudnn_version"])
+def test_role_vars_for_roles_without_knobs_are_refused(key: str) -> None:
+    """ofed, nccl and cudnn take everything from the matrix (their defaults.yaml is empty):
+    a role_vars key for them would be accepted and ignored, so it is refused with its line."""
+    problems = problems_of(H100 + f"role_vars: {{{key}: x}}\n")
+    assert any(f"role_vars.{key}: unknown role setting" in p and re.search(r"inv\.yaml:\d+", p)
+               for p in problems), problems
+
+
 def test_lab_placeholder_copy_matches_the_committed_lab_inventory() -> None:
     """Tests read tests/data/inventories/lab-placeholder.yaml because `gpuctl lab up`
     rewrites inventories/lab.yaml; the copy must stay what the checkout ships."""
