@@ -127,6 +127,17 @@ class Repos(_Strict):
     def _url(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^(https?|file)://\S+$", v):
             raise ValueError("must be an http(s):// or file:// URL")
+        # URL characters only, none a shell gives meaning to ($ ` ' " ; & | < > \ ( ) space)
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9._~:/?#\[\]@!%+,=*-]+", v):
+            raise ValueError("has a character no repository URL needs ($, `, quotes, ;, &, |, <, >, \\, parentheses); "
+                             "percent-encode it")
+        return v
+
+    @field_validator("keyring_file")
+    @classmethod
+    def _keyring(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", v):
+            raise ValueError("must be a file name (letters, digits, . _ + -)")
         return v
 
     @field_validator("cache_address")

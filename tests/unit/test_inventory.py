@@ -148,3 +148,20 @@ def test_lab_placeholder_copy_matches_the_committed_lab_inventory() -> None:
         pytest.skip("a lab is up: inventories/lab.yaml holds the running lab's inventory")
     copy = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
     assert copy.read_text() == live
+
+
+@pytest.mark.parametrize("field,value", [
+    ("mirror", "http://mirror.example/nvidia$(id)"), ("mirror", "http://mirror.example/a`id`"),
+    ("mirror", "http://mirror.example/a;reboot"), ("apt_proxy", "http://proxy.example:3142/'x'"),
+    ("mirror", "http://mirror.example/a&&id"), ("keyring_file", "key;id.gpg"), ("keyring_file", "../etc/key.gpg"),
+])
+def test_repository_values_with_shell_metacharacters_are_refused(field: str, value: str) -> None:
+    """Repository URLs and the keyring file name reach repo files and fetch commands as root."""
+    problems = problems_of(H100.replace("repos: {mirror: null}", f'repos: {{{field}: "{value}"}}'))
+    assert any(f"repos.{field}" in p and re.search(r"inv\.yaml:\d+", p) for p in problems), problems
+
+
+def test_repository_url_with_port_path_and_percent_encoding_is_accepted() -> None:
+    ok = H100.replace("repos: {mirror: null}",
+                      'repos: {mirror: "http://u:p%40ss@10.0.0.5:8080/nvidia/cuda~x?a=1", keyring_file: "k_v2.gpg"}')
+    assert load_inventory_text(ok, "inv.yaml", base_dir=inventories_dir()).inventory.repos.mirror
