@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 import shlex
-from functools import cache
 from io import StringIO
 from typing import Any
 
@@ -28,7 +27,6 @@ from gpuctl.spec import LustreSpec
 log = logging.getLogger(__name__)
 
 
-@cache
 def defaults() -> dict[str, Any]:
     """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
     from gpuctl.operations import role_knobs

@@ -40,7 +40,6 @@ from gpuctl.spec import NodeSpec
 log = logging.getLogger(__name__)
 
 
-@cache
 def defaults() -> dict[str, Any]:
     """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
     from gpuctl.operations import role_knobs

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-from functools import cache
 from typing import Any
 
 from pyinfra import host
@@ -26,7 +25,6 @@ from gpuctl.storage_safety import RaidPlan, describe, plan_raid
 log = logging.getLogger(__name__)
 
 
-@cache
 def defaults() -> dict[str, Any]:
     """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
     from gpuctl.operations import role_knobs

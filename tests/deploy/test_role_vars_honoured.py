@@ -50,3 +50,12 @@ def test_no_role_reads_its_defaults_around_the_override_chain() -> None:
     offenders = [p.parent.name for p in sorted(roles_dir().glob("*/install.py"))
                  if "read_text" in p.read_text() and "defaults.yaml" in p.read_text()]
     assert not offenders, offenders
+
+
+def test_knobs_are_read_per_run_not_cached_from_the_first(fake: Any) -> None:
+    """defaults() was functools.cache'd: the first run's (or host's) overrides stuck for every later one."""
+    for path in ("/etc/modprobe.d/first.conf", "/etc/modprobe.d/second.conf"):
+        sp = _with(lustre.specs(fake, "debian12"), lustre_client_modprobe_conf=path)
+        h = fake.run(load_role("lustre_client").install, sp, responses=lustre.fresh(sp[0]))[sp[0].node]
+        assert h.status == "ok", h.error
+        assert path in h.files, sorted(h.files)
