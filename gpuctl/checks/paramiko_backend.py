@@ -109,10 +109,16 @@ class CheckedParamikoBackend(ParamikoBackend):
             hostkeys.Policy.for_inventory(known_hosts, strict == "yes").paramiko_policy())
         key = _first(cfg.get("identityfile"))
         timeout = float(cfg.get("connecttimeout", self.timeout))
-        client.connect(hostname=hostname, port=port, username=self.host.user or cfg.get("user"),
-                       key_filename=os.path.expanduser(key) if key else None,
-                       look_for_keys=key is None, allow_agent=key is None,
-                       timeout=timeout, banner_timeout=timeout, auth_timeout=timeout)
+        try:
+            client.connect(hostname=hostname, port=port, username=self.host.user or cfg.get("user"),
+                           key_filename=os.path.expanduser(key) if key else None,
+                           look_for_keys=key is None, allow_agent=key is None,
+                           timeout=timeout, banner_timeout=timeout, auth_timeout=timeout)
+        except BaseException:
+            # paramiko leaves the transport thread of a refused connection (a changed host
+            # key, failed auth) running; one per retry and host adds up over a cluster.
+            client.close()
+            raise
         _OPEN.append(client)
         return client
 

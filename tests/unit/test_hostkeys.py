@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Iterator
 
 import paramiko
 import pytest
@@ -22,27 +23,52 @@ class _Server(paramiko.ServerInterface):
         return "password"
 
 
-def _serve(key: paramiko.PKey) -> tuple[int, threading.Event]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(4)
-    stop = threading.Event()
+class _ServerHandle:
+    """A paramiko SSH server on 127.0.0.1 for one test: its accept loop and every transport
+    it started are closed and joined by `stop()` (leaked transport threads once hung a later
+    test's fork in the same pytest process)."""
 
-    def loop() -> None:
-        sock.settimeout(0.2)
-        while not stop.is_set():
+    def __init__(self, key: paramiko.PKey) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(4)
+        self._sock.settimeout(0.2)
+        self._key = key
+        self._stop = threading.Event()
+        self._transports: list[paramiko.Transport] = []
+        self.port: int = self._sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._loop, name=f"test-sshd-{self.port}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
             try:
-                conn, _ = sock.accept()
+                conn, _ = self._sock.accept()
             except OSError:
                 continue
             t = paramiko.Transport(conn)
-            t.add_server_key(key)
+            self._transports.append(t)
+            t.add_server_key(self._key)
             with contextlib.suppress(Exception):
                 t.start_server(server=_Server())
-        sock.close()
+        self._sock.close()
 
-    threading.Thread(target=loop, daemon=True).start()
-    return sock.getsockname()[1], stop
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for t in self._transports:
+            t.close()
+            t.join(timeout=5)
+        assert not self._thread.is_alive() and not any(t.is_alive() for t in self._transports)
+
+
+@contextlib.contextmanager
+def _serve(key: paramiko.PKey) -> Iterator[int]:
+    server = _ServerHandle(key)
+    try:
+        yield server.port
+    finally:
+        server.stop()
 
 
 def _connect(port: int, policy: hostkeys.Policy) -> None:
@@ -61,18 +87,14 @@ def _key() -> paramiko.PKey:
 
 def test_tofu_records_then_accepts_then_refuses_changed(tmp_path):
     k1, k2 = _key(), _key()
-    port, stop = _serve(k1)
     pol = hostkeys.Policy(str(tmp_path / "gpuctl_kh"), (str(tmp_path / "user_kh"),), strict=False)
-    try:
+    with _serve(k1) as port:
         _connect(port, pol)
         text = (tmp_path / "gpuctl_kh").read_text()
         assert text.startswith(f"[127.0.0.1]:{port} ssh-rsa ")
         _connect(port, pol)  # same key: accepted
         assert (tmp_path / "gpuctl_kh").read_text() == text  # not recorded twice
-    finally:
-        stop.set()
-    port2, stop2 = _serve(k2)
-    try:
+    with _serve(k2) as port2:
         (tmp_path / "gpuctl_kh").write_text(text.replace(f":{port} ", f":{port2} "))
         with pytest.raises(hostkeys.HostKeyChanged) as exc:
             _connect(port2, pol)
@@ -80,22 +102,17 @@ def test_tofu_records_then_accepts_then_refuses_changed(tmp_path):
         assert f"[127.0.0.1]:{port2}" in msg
         assert hostkeys.fingerprint(k1) in msg and hostkeys.fingerprint(k2) in msg
         assert (tmp_path / "gpuctl_kh").read_text() == text.replace(f":{port} ", f":{port2} ")  # never overwritten
-    finally:
-        stop2.set()
 
 
 def test_strict_accepts_hashed_user_entry_and_refuses_unknown(tmp_path):
     k1 = _key()
-    port, stop = _serve(k1)
-    name = f"[127.0.0.1]:{port}"
-    user = tmp_path / "user_kh"
-    user.write_text(f"{paramiko.HostKeys.hash_host(name)} ssh-rsa {k1.get_base64()}\n")
-    try:
+    with _serve(k1) as port:
+        name = f"[127.0.0.1]:{port}"
+        user = tmp_path / "user_kh"
+        user.write_text(f"{paramiko.HostKeys.hash_host(name)} ssh-rsa {k1.get_base64()}\n")
         _connect(port, hostkeys.Policy(str(tmp_path / "g"), (str(user),), strict=True))
         with pytest.raises(paramiko.SSHException, match="strict"):
             _connect(port, hostkeys.Policy(str(tmp_path / "g2"), (), strict=True))
-    finally:
-        stop.set()
 
 
 def test_pyinfra_data_and_seed(tmp_path, monkeypatch):
@@ -123,17 +140,20 @@ def test_verify_backend_refuses_changed_key_without_known_hosts(tmp_path, monkey
     from gpuctl.checks.paramiko_backend import CheckedParamikoBackend
 
     k1, k2 = _key(), _key()
-    port, stop = _serve(k2)
     rec = tmp_path / "gpuctl_kh"
     monkeypatch.setenv("GPUCTL_KNOWN_HOSTS", str(rec))
     monkeypatch.setenv("GPUCTL_USER_KNOWN_HOSTS", str(tmp_path / "user_kh"))
-    (tmp_path / "user_kh").write_text(f"[127.0.0.1]:{port} ssh-rsa {k1.get_base64()}\n")
-    cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host n1\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
-                   "  StrictHostKeyChecking accept-new\n  ConnectTimeout 5\n")
-    try:
+    with _serve(k2) as port:
+        (tmp_path / "user_kh").write_text(f"[127.0.0.1]:{port} ssh-rsa {k1.get_base64()}\n")
+        cfg = tmp_path / "ssh_config"
+        cfg.write_text(f"Host n1\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+                       "  StrictHostKeyChecking accept-new\n  ConnectTimeout 5\n")
         with pytest.raises(hostkeys.HostKeyChanged, match=r"127\.0\.0\.1"):
             _ = CheckedParamikoBackend("n1", ssh_config=str(cfg)).client
         assert not rec.exists() or k2.get_base64() not in rec.read_text()
-    finally:
-        stop.set()
+        # the refused connection is closed at once, not left running until the server goes
+        client_transports = [t for t in threading.enumerate()
+                             if isinstance(t, paramiko.Transport) and not t.server_mode]
+        for t in client_transports:
+            t.join(timeout=2)
+        assert [t for t in client_transports if t.is_alive()] == []
