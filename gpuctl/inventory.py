@@ -45,6 +45,7 @@ _SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9_.+@=/-]*$")
 _SAFE_KEY_PATH_RE = re.compile(r"^~?[A-Za-z0-9_.+@=/-]+$")
 _MOUNT_OPTS_RE = re.compile(r"^[A-Za-z0-9_.=+-]+(,[A-Za-z0-9_.=+-]+)*$")
 _POSIX_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_KnobValue = str | int | float | bool | list[str]  # a role_vars value, or an entry of a map knob
 _SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:=+@%/~-]*$")
 
 
@@ -315,7 +316,7 @@ class Inventory(_Strict):
     hardware: HardwareOverrides = HardwareOverrides()
     handover: Handover = Handover()
     preflight: PreflightSettings = PreflightSettings()
-    role_vars: dict[str, str | int | float | bool | list[str]] = Field(
+    role_vars: dict[str, _KnobValue | dict[str, _KnobValue]] = Field(
         default_factory=dict, description="overrides of roles/<role>/defaults.yaml knobs for this cluster")
     lab: dict[str, Any] | None = Field(default=None, description="written by `gpuctl lab up`")
 
@@ -568,17 +569,25 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
     if inv.role_vars:
         import difflib
 
-        known = known_role_vars()
+        defaults = role_defaults()
+        known = list(defaults)
         for key in inv.role_vars:
-            if key not in known:
+            value = inv.role_vars[key]
+            if key not in defaults:
                 near = difflib.get_close_matches(key, known, n=1)
                 hint = f"; did you mean '{near[0]}'?" if near else " (see roles/<role>/defaults.yaml)"
                 err(("role_vars", key), f"unknown role setting '{key}'{hint}")
-            value = inv.role_vars[key]
-            for x in value if isinstance(value, list) else [value]:
+            else:
+                problem = knob_value_problem(defaults[key], value)
+                if problem:
+                    err(("role_vars", key), problem)
+            for x in _leaf_values(value):
                 if isinstance(x, str) and not _SAFE_VALUE_RE.match(x):
                     err(("role_vars", key), f"{x!r} is not a safe value (shell metacharacters, spaces or "
                         "quotes are refused)")
+                elif isinstance(x, str) and key in _NO_FORCE_KNOBS and x in _FORCE_FLAGS:
+                    err(("role_vars", key), f"{x!r} would let mkfs overwrite an existing filesystem; "
+                        "the role never does (a wipe is an explicit --allow-wipe with storage.raid.wipe)")
 
     # CPU memory
     if sku is not None:
@@ -592,16 +601,92 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
     return out
 
 
-def known_role_vars() -> list[str]:
-    """Every knob of every role (the keys of roles/*/defaults.yaml)."""
+def role_defaults() -> dict[str, Any]:
+    """Every knob of every role with its default (roles/*/defaults.yaml)."""
     import yaml
 
     from gpuctl.paths import roles_dir
 
-    keys: list[str] = []
+    out: dict[str, Any] = {}
     for path in sorted(roles_dir().glob("*/defaults.yaml")):
-        keys += list((yaml.safe_load(path.read_text()) or {}).keys())
-    return keys
+        out.update(yaml.safe_load(path.read_text()) or {})
+    return out
+
+
+def known_role_vars() -> list[str]:
+    """Every knob of every role (the keys of roles/*/defaults.yaml)."""
+    return list(role_defaults())
+
+
+# mkfs options a role_vars override may never carry (the role never overwrites a filesystem).
+_NO_FORCE_KNOBS = frozenset({"nvme_raid_mkfs_options"})
+_FORCE_FLAGS = frozenset({"-f", "-F", "--force"})
+
+
+def _leaf_values(value: Any) -> list[Any]:
+    """The scalars of a role_vars value: itself, a list's items, a map's values (and their items).
+    Strings are split into words, so a forbidden flag among other options is seen."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaf_values(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaf_values(v)]
+    if isinstance(value, str) and value.strip():
+        return value.split()
+    return [value]
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int):
+        return "a whole number"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a map"
+    return type(value).__name__
+
+
+def knob_value_problem(default: Any, value: Any) -> str | None:
+    """Why `value` cannot stand in for a role knob whose default is `default`; None when it can.
+
+    The override must have the default's shape: true/false for a flag, a whole number for a
+    count, a string for a string (a YAML number there is refused: `1.10` would reach the host
+    as `1.1`), a list for a list, and for a per-OS / per-filesystem map a map of some of its
+    keys (each value judged the same way; the rest keep their defaults).
+    """
+    if default is None:
+        return None
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"{value!r} is a number; this setting is a string: quote it ('{value}')"
+        ok = isinstance(value, str)
+    elif isinstance(default, list):
+        ok = isinstance(value, list)
+    elif isinstance(default, dict):
+        if not isinstance(value, dict):
+            return (f"this setting is a map by {' / '.join(map(str, default))}; give the entries to change, "
+                    f"e.g. {{{next(iter(default), 'key')}: ...}}, not {_kind(value)}")
+        for k, v in value.items():
+            if k not in default:
+                return f"unknown entry '{k}'; the map has {', '.join(map(str, default))}"
+            inner = knob_value_problem(default[k], v)
+            if inner:
+                return f"{k}: {inner}"
+        return None
+    else:
+        return None
+    return None if ok else f"{value!r} is {_kind(value)}; this setting takes {_kind(default)} (default {default!r})"
 
 
 def validate_inventory_data(data: Any, smap: SourceMap, base_dir: Path) -> LoadedInventory:

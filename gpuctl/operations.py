@@ -365,7 +365,8 @@ def role_knobs(role: str) -> dict[str, object]:
 
     Every knob is prefixed with the role's component name. An override comes from the
     host's pyinfra data (same key), else from `RunOptions.extra` (a YAML scalar/list in a
-    string, e.g. ``{"nvidia_driver_reboot_delay_s": "0"}``).
+    string, e.g. ``{"nvidia_driver_reboot_delay_s": "0"}``), else from the inventory's
+    `role_vars`. A per-OS / per-filesystem map override changes only the entries it names.
     """
     import yaml
 
@@ -382,6 +383,8 @@ def role_knobs(role: str) -> dict[str, object]:
             override = yaml.safe_load(extra[key])
         if override is None:
             override = node_spec().role_vars.get(key)
+        if isinstance(value, dict) and isinstance(override, dict):
+            override = {**value, **override}  # a map override names only the entries it changes
         out[key] = value if override is None else override
     return out
 

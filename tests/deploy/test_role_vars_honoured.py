@@ -59,3 +59,16 @@ def test_knobs_are_read_per_run_not_cached_from_the_first(fake: Any) -> None:
         h = fake.run(load_role("lustre_client").install, sp, responses=lustre.fresh(sp[0]))[sp[0].node]
         assert h.status == "ok", h.error
         assert path in h.files, sorted(h.files)
+
+
+def test_a_map_knob_override_changes_only_the_entries_it_names(fake: Any) -> None:
+    """role_vars `nvme_raid_mkfs_options: {ext4: -m0}` on an XFS array: the xfs entry keeps its
+    default (the override used to replace the whole map, and the role died on the missing key)."""
+    sp = _with(raid.specs(fake), nvme_raid_mkfs_options={"ext4": "-m0"})
+    h = fake.run(load_role("nvme_raid").install, sp, responses=raid.responses())["gpu-01"]
+    assert h.status == "ok", h.error
+    assert "mkfs.xfs -q /dev/md" in "\n".join(h.execute_commands)
+    sp = _with(raid.specs(fake), nvme_raid_mkfs_options={"xfs": "-K"})
+    h = fake.run(load_role("nvme_raid").install, sp, responses=raid.responses())["gpu-01"]
+    assert h.status == "ok", h.error
+    assert "mkfs.xfs -K /dev/md" in "\n".join(h.execute_commands)

@@ -140,6 +140,34 @@ def test_role_vars_for_roles_without_knobs_are_refused(key: str) -> None:
                for p in problems), problems
 
 
+@pytest.mark.parametrize(("entry", "expected"), [
+    ("nvme_raid_fsck_pass: two", "'two' is a string; this setting takes a whole number (default 0)"),
+    ("nvme_raid_fsck_pass: true", "True is true/false; this setting takes a whole number"),
+    ("nvme_raid_metadata: 1.2", "1.2 is a number; this setting is a string: quote it ('1.2')"),
+    ("nvme_raid_mount_options: [defaults]", "is a list; this setting takes a string"),
+    ("bench_tools_packages_apt: fio", "'fio' is a string; this setting takes a list"),
+    ("network_renderer: netplan", "this setting is a map by debian12 / ubuntu2204 / ubuntu2404 / rhel9"),
+    ("network_renderer: {debian13: netplan}", "unknown entry 'debian13'; the map has debian12"),
+    ("nvme_raid_mkfs_options: {xfs: 3}", "xfs: 3 is a number; this setting is a string"),
+    ("nvme_raid_mkfs_options: {xfs: -f}", "'-f' would let mkfs overwrite an existing filesystem"),
+    ("nvme_raid_mkfs_options: {ext4: -F}", "'-F' would let mkfs overwrite an existing filesystem"),
+])
+def test_role_vars_values_take_the_shape_of_their_default(entry: str, expected: str) -> None:
+    """A knob override of the wrong type or shape passed validation and broke (or silently
+    changed) the role on the hosts; a string map knob given a plain string replaced the map."""
+    text = H100 + f"role_vars:\n  {entry}\n"
+    problems = problems_of(text)
+    key = entry.split(":")[0]
+    assert any(p.startswith(f"inv.yaml:{line_of(text, entry)}: role_vars.{key}: ") and expected in p
+               for p in problems), problems
+
+
+def test_role_vars_map_override_names_only_the_entries_it_changes() -> None:
+    text = H100 + "role_vars:\n  nvme_raid_mkfs_options: {xfs: -K}\n  nvme_raid_fsck_pass: 2\n"
+    rv = load_inventory_text(text, "inv.yaml", base_dir=inventories_dir()).inventory.role_vars
+    assert rv == {"nvme_raid_mkfs_options": {"xfs": "-K"}, "nvme_raid_fsck_pass": 2}
+
+
 def test_lab_placeholder_copy_matches_the_committed_lab_inventory() -> None:
     """Tests read tests/data/inventories/lab-placeholder.yaml because `gpuctl lab up`
     rewrites inventories/lab.yaml; the copy must stay what the checkout ships."""
