@@ -55,6 +55,7 @@ MAX_DEPTH = 64
 MAX_NODES = 200_000          # values after alias expansion
 MAX_SCALAR = 65_536          # characters of one string
 MAX_NUMBER_DIGITS = 100      # characters of one plain number
+MAX_FILE_BYTES = 16 * 2**20  # an inventory or matrix is a few KiB; refuse before reading the file
 
 
 class _TooBig(Exception):
@@ -141,6 +142,12 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
         raise InputError(f"{file}{line}: not valid YAML: {exc.problem or exc}") from None
+    except yaml.reader.ReaderError as exc:  # a control character or bad encoding: name its line
+        line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
+        what = (f"character U+{exc.character:04X}" if isinstance(exc.character, int)
+                else f"byte {exc.character!r}")
+        raise InputError(f"{file}{f':{line}' if line else ''}: not valid YAML: {what} is not allowed "
+                         f"({exc.reason})") from None
     except yaml.YAMLError as exc:
         raise InputError(f"{file}: not valid YAML: {exc}") from None
     if root is None:
@@ -163,9 +170,20 @@ def load_yaml(path: str | Path) -> tuple[Any, SourceMap]:
     """Read and parse a YAML file; InputError if it cannot be read."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as fh:  # bounded: a pipe or /dev/zero has no size to check first
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise InputError(f"{p}: over {MAX_FILE_BYTES} bytes; an inventory or matrix file is at most that")
     except FileNotFoundError:
         raise InputError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a directory, not a YAML file") from None
+    except OSError as exc:
         raise InputError(f"{p}: cannot read: {exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{p}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} cannot be decoded "
+                         f"({exc.reason})") from None
     return parse_yaml(text, str(path))

@@ -273,6 +273,32 @@ def test_hostile_inventory_cli_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in res.output
 
 
+@pytest.mark.parametrize(("name", "raw", "expected"), [
+    ("control", b"cluster: {name: x}\nnodes: [a\x07]\n", r"control\.yaml:2: not valid YAML: character U\+0007"),
+    ("latin1", b"cluster: {name: x}\n# caf\xe9\n", r"latin1\.yaml:2: not UTF-8: byte 0xe9"),
+])
+def test_unreadable_text_names_its_line(tmp_path: Path, name: str, raw: bytes, expected: str) -> None:
+    from gpuctl.yamlsrc import load_yaml
+    (tmp_path / f"{name}.yaml").write_bytes(raw)
+    with pytest.raises(InputError, match=expected):
+        load_yaml(tmp_path / f"{name}.yaml")
+
+
+def test_oversized_or_endless_input_is_refused_before_reading_it_all(tmp_path: Path) -> None:
+    from gpuctl.yamlsrc import MAX_FILE_BYTES, load_yaml
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as fh:
+        fh.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(InputError, match=r"big\.yaml: over \d+ bytes"):
+        load_yaml(big)
+    start = time.monotonic()
+    with pytest.raises(InputError, match=r"/dev/zero: over \d+ bytes"):
+        load_yaml("/dev/zero")
+    assert time.monotonic() - start < 5
+    with pytest.raises(InputError, match="is a directory"):
+        load_yaml(tmp_path)
+
+
 def test_ordinary_aliases_still_work() -> None:
     data, _ = parse_yaml("a: &x [1, 2]\nb: *x\n", "ok.yaml")
     assert data == {"a": [1, 2], "b": [1, 2]}
