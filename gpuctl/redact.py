@@ -4,7 +4,8 @@ Secrets are removed by *structure*, not by guessing at values:
   * PEM/OpenSSH private key blocks;
   * URL userinfo, with or without a scheme (`https://u:p@h/`, `u:p@h/path`);
   * secret-named options with their value (`--password x`, `--password=x`,
-    `--bmc-pass x`, ipmitool's `-P x`);
+    `--bmc-pass x`, ipmitool's `-P x`, sshpass's `-p x`), and `user:password` after
+    curl/wget's `-u`/`--user`/`--proxy-user`;
   * secret-named assignments and keys: env (`BMC_PASSWORD=…`, `GH_TOKEN=…`,
     `AWS_SECRET=…`), YAML/INI (`password: …`), JSON (`"password": "…"`);
   * auth headers (`Authorization: Bearer …`, `Basic …`, `token …`);
@@ -44,8 +45,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # options: --password x, --password=x, --bmc-pass x
     (re.compile(rf"(?i)((?<![\w-])--?{_NAME}{_NOT_POINTER}(?![\w-])(?:\s*=\s*|\s+))(?!-)" + _VALUE),
      rf"\1{MARK}"),
-    # ipmitool / sshpass style -P <password>
+    # ipmitool style -P <password>
     (re.compile(r"((?<![\w-])-P\s+)(?!-)" + _VALUE), rf"\1{MARK}"),
+    # curl/wget credentials as user:password: -u, --user, --proxy-user, -U (keep the user)
+    (re.compile(r"((?<![\w-])(?:-u|-U|--user|--proxy-user)(?:\s+|=)[\"']?[^\s:\"']+:)[^\s\"']+"),
+     rf"\1{MARK}"),
+    # sshpass -p <password> (its -p is the password; elsewhere -p is a port or a flag)
+    (re.compile(r"(\bsshpass\s+(?:-\w+\s+)*?-p\s*)" + _VALUE), rf"\1{MARK}"),
     # assignments and keys: PASSWORD=…, *_TOKEN=…, password: …, password = …
     (re.compile(rf"(?i)((?<![\w-]){_NAME}{_NOT_POINTER}(?![\w-])[\"']?\s*[=:]\s*)(?![\[{{]|[\"']?{re.escape(MARK)})"
                 + _VALUE),
@@ -87,16 +93,28 @@ def redact(text: str) -> str:
     return text
 
 
-_OPTION = re.compile(rf"(?i)^--?{_NAME}{_NOT_POINTER}$|^-P$")
+_OPTION = re.compile(rf"(?i:^--?{_NAME}{_NOT_POINTER}$)|^-P$")  # ipmitool's -P only; -p is a port or a flag
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:
     """`redact` over each argument; the argument after a secret-named option
     (`--password x`, `-P x`) is replaced whole."""
     out: list[str] = []
-    for arg in argv:
-        out.append(MARK if out and _OPTION.match(out[-1]) else redact(arg))
+    args = list(argv)
+    for i, arg in enumerate(args):
+        prev = args[i - 1] if i else ""
+        if out and _OPTION.match(prev):
+            out.append(MARK)
+        elif prev in _USER_OPTIONS and ":" in arg:
+            out.append(arg.split(":", 1)[0] + ":" + MARK)
+        elif prev == "-p" and args and Path(args[0]).name == "sshpass":
+            out.append(MARK)
+        else:
+            out.append(redact(arg))
     return out
+
+
+_USER_OPTIONS = frozenset({"-u", "-U", "--user", "--proxy-user"})
 
 
 def redact_obj(obj: Any) -> Any:

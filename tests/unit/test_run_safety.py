@@ -35,6 +35,11 @@ SECRETS = [
     ('{"password": "jsonpw9", "user": "u"}', "jsonpw9"),
     ("curl -H 'Authorization: Bearer bearer10' https://x", "bearer10"),
     ("bmc_password: yamlpw11", "yamlpw11"),
+    ("curl -u admin:curlpw12 https://bmc/redfish/v1", "curlpw12"),
+    ("curl --user=admin:curlpw13 --proxy-user 'p:proxypw14' https://x", "curlpw13"),
+    ("curl --user=admin:curlpw13 --proxy-user 'p:proxypw14' https://x", "proxypw14"),
+    ("sshpass -p sshpw15 ssh root@10.0.0.1", "sshpw15"),
+    ("sshpass -e -psshpw16 ssh root@10.0.0.1", "sshpw16"),
 ]
 
 
@@ -45,8 +50,23 @@ def test_redact_structural(text: str, secret: str) -> None:
     assert rd.MARK in out
 
 
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["gpuctl", "x", "--password", "pw1-secret"], ["gpuctl", "x", "--password", rd.MARK]),
+    (["ipmitool", "-P", "pw2-secret"], ["ipmitool", "-P", rd.MARK]),
+    (["curl", "-u", "admin:pw3-secret", "https://x"], ["curl", "-u", f"admin:{rd.MARK}", "https://x"]),
+    (["/usr/bin/sshpass", "-p", "pw4-secret", "ssh", "h"], ["/usr/bin/sshpass", "-p", rd.MARK, "ssh", "h"]),
+    (["ssh", "-p", "2222", "h"], ["ssh", "-p", "2222", "h"]),
+    (["gpuctl", "provision", "inv.yaml", "-u", "admin"], ["gpuctl", "provision", "inv.yaml", "-u", "admin"]),
+])
+def test_redact_argv_by_position(argv: list[str], expected: list[str]) -> None:
+    """A run record's argv: the word after a secret-taking option is replaced, whole or after
+    its user; ordinary options and values stay as typed."""
+    assert rd.redact_argv(argv) == expected
+
+
 @pytest.mark.parametrize("text", ["git@github.com:org/repo.git", "ssh root@10.0.0.1 -p 22",
-                                  "tokens_per_s: 123", "bypass: true", "password_file: /etc/pw"])
+                                  "tokens_per_s: 123", "bypass: true", "password_file: /etc/pw",
+                                  "mkdir -p /raid/scratch", "curl -u admin https://x", "ssh -p 2222 -o User=root h"])
 def test_redact_leaves_ordinary_text(text: str) -> None:
     assert rd.redact(text) == text
 
