@@ -124,7 +124,7 @@ def _create_command(plan: RaidPlan, chunk_kib: int, name: str, metadata: str) ->
     return (
         f"for d in {checks}; do s=$(wipefs -i -O TYPE,OFFSET \"$d\") || exit 1; "
         "if [ -n \"$s\" ]; then echo \"gpuctl: refusing mdadm --create: $d now carries $s\" >&2; exit 1; fi; done; "
-        f"mdadm --create {shlex.quote(plan.array)} {' '.join(opts)} {checks}"
+        f"mdadm --create {shlex.quote(plan.array)} {' '.join(shlex.quote(o) for o in opts)} {checks}"
     )
 
 

@@ -40,20 +40,33 @@ def _poison(spec, p: str):
     return spec.model_copy(update={
         "fabric": f.model_copy(update={"ports": ports}), "vlans": vlans, "raid": raid, "lustre": lustre,
         "ssh_user": f"{p}user", "node": spec.node,
-        "role_vars": {k: f"{p}rv" for k in _string_role_vars()},
+        "role_vars": {**{k: f"{p}rv" for k in _string_role_vars()}, **_poisoned_collections(p)},
     })
 
 
-def _string_role_vars() -> list[str]:
+def _role_defaults() -> dict:
     import yaml
 
     from gpuctl.paths import roles_dir
-    keys = []
+    out: dict = {}
     for path in sorted(roles_dir().glob("*/defaults.yaml")):
-        for k, v in (yaml.safe_load(path.read_text()) or {}).items():
-            if isinstance(v, str):
-                keys.append(k)
-    return keys
+        out.update(yaml.safe_load(path.read_text()) or {})
+    return out
+
+
+def _string_role_vars() -> list[str]:
+    return [k for k, v in _role_defaults().items() if isinstance(v, str)]
+
+
+def _poisoned_collections(p: str) -> dict:
+    """List knobs get a poisoned item; map knobs a poisoned string in every string entry."""
+    out: dict = {}
+    for k, v in _role_defaults().items():
+        if isinstance(v, list):
+            out[k] = [*v, f"{p}item"]
+        elif isinstance(v, dict):
+            out[k] = {e: f"{p}{k}" for e, x in v.items() if isinstance(x, str)}
+    return out
 
 
 def _unsafe(command: str, payload: str) -> bool:
@@ -80,6 +93,33 @@ def test_no_payload_reaches_a_shell_unquoted(fake, role: str, payload: str) -> N
     specs = [s.model_copy(update={"roles": {r: "" for r in s.roles}}) for s in specs]
     run = fake.run(load_role(role).install, specs)
     h = run["gpu-01"]
+    bad = [c for c in h.commands if _unsafe(c, payload)]
+    assert not bad, bad
+
+
+def _proceeding_responses(role: str, spec) -> dict:
+    """Host facts under which the role gets past its own preconditions (the SSH interface
+    found, blank NVMe drives, the Lustre module built), so its later commands are checked too:
+    without them network, nvme_raid and lustre_client refuse early and emit little."""
+    import test_role_lustre_client as lustre
+    import test_role_network as network
+    import test_role_nvme_raid as raid
+
+    return {"network": network.fresh, "nvme_raid": raid.responses,
+            "lustre_client": lambda: lustre.fresh(spec)}[role]()
+
+
+@pytest.mark.deploy
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: repr(p))
+@pytest.mark.parametrize("role", ["network", "nvme_raid", "lustre_client"])
+def test_no_payload_reaches_a_shell_unquoted_where_the_role_proceeds(fake, role: str, payload: str) -> None:
+    specs = [_poison(s, payload) for s in fake.specs("h100-8x4.yaml", limit=("gpu-01",))]
+    # string knobs poisoned; the per-OS renderer map left alone so the role has one to use
+    specs = [s.model_copy(update={"roles": {r: "" for r in s.roles},
+                                  "role_vars": {k: f"{payload}rv" for k in _string_role_vars()}}) for s in specs]
+    h = fake.run(load_role(role).install, specs, responses=_proceeding_responses(role, specs[0]))["gpu-01"]
+    assert h.status == "ok", h.error
+    assert any(MARK in c for c in h.commands), "the payload never reached a command: the test checks nothing"
     bad = [c for c in h.commands if _unsafe(c, payload)]
     assert not bad, bad
 
