@@ -58,15 +58,22 @@ def _render(analysis: Analysis, file: str) -> None:
             value = "—" if f.value is None else str(f.value)
         figures.add_row(f.name, value, f.unit)
     out.print(figures)
+    # Five columns fit an 80-column terminal: status never shrinks away, measured/expected
+    # share one, and the remediation ends the message (seven columns squeezed status and
+    # message to nothing there).
     table = Table(show_header=True)
-    for col in ("status", "check", "subject", "value", "threshold", "remediation"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("message", overflow="fold", min_width=20)
+    table.add_column("status", no_wrap=True, min_width=7)
+    table.add_column("check", overflow="fold", ratio=2)
+    table.add_column("subject", overflow="fold", ratio=2)
+    table.add_column("measured / expected", overflow="fold", ratio=2)
+    table.add_column("message", overflow="fold", ratio=3)
     for x in analysis.verdicts:
         st = x.status.value
+        measured = "—" if x.value is None else f"{x.value} {x.unit}".strip()
+        expected = "—" if x.threshold is None else str(x.threshold)
+        message = x.message if x.remediation.value == "none" else f"{x.message} → {x.remediation.value}"
         table.add_row(f"[{_STYLE.get(st, '')}]{st}[/]", x.check, x.subject.label(),
-                      "—" if x.value is None else f"{x.value} {x.unit}".strip(),
-                      "—" if x.threshold is None else str(x.threshold), x.remediation.value, x.message)
+                      f"{measured} / {expected}", message)
     out.print(table)
     st = analysis.status.value
     out.print(f"status: [{_STYLE.get(st, '')}]{st}[/]")

@@ -187,3 +187,18 @@ def test_ibstat_kind_parses_the_cx7_8port_sample() -> None:
     assert doc["figures"]["cas"]["value"] == 9
     up = next(v for v in doc["verdicts"] if v["check"] == "ib_ports_up")
     assert up["value"] == 9 and "InfiniBand 8" in up["message"] and "Ethernet 1" in up["message"]
+
+
+def test_table_keeps_every_status_and_remediation_on_an_80_column_terminal(monkeypatch) -> None:
+    """Seven no-wrap columns squeezed the status column to nothing at 80 columns (the
+    verdicts showed as '│  │ gpu_count …' with no pass/fail and no message)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    q = str(FIX / "nvidia_smi" / "nvidia-smi-q-h200-1gpu-580.159.txt")
+    doc = json.loads(run("nvidia-smi-q", q, "--sku", "hgx-h200-141gb", "--json").output)
+    res = run("nvidia-smi-q", q, "--sku", "hgx-h200-141gb")
+    rows = [line for line in res.output.splitlines() if line.startswith("│ ") and line.split("│")[1].strip()]
+    statuses = [line.split("│")[1].strip() for line in rows if line.split("│")[1].strip() in
+                ("pass", "warn", "fail", "skipped", "not-applicable", "no-threshold", "error")]
+    assert statuses == [v["status"] for v in doc["verdicts"]]
+    assert max(len(line) for line in res.output.splitlines()) <= 80
+    assert "reseat_or_replac" in res.output  # the gpu_count failure's remediation
