@@ -439,8 +439,29 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
 # ---------------------------------------------------------------- nvlink --status
 
 
+# A link's speed below this share of the SKU's per-link figure is judged trained down.
+_NVLINK_SPEED_TOLERANCE = 0.95
+
+
 def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
-    out = []
+    """Per GPU: all links inactive fails (fabric manager down or a fault).
+
+    With a SKU: the GPU count (a paste of one GPU, `nvidia-smi nvlink -s -i N`, is not
+    counted), the active links against the SKU's links per GPU, and each active link's speed
+    against the SKU's per-link figure (per-GPU NVLink bandwidth, bidirectional, ÷ 2 ÷ links).
+
+    Without a SKU nothing says how many links a GPU should have: an NVLink-bridged PCIe
+    card uses 12 of its 18 by design. Inactive links every GPU shares are a warning; a GPU
+    with fewer active links than its peers is the odd one out and fails.
+    """
+    out: list[Verdict] = []
+    if sku is not None and len(result.gpus) > 1:
+        n = len(result.gpus)
+        out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
+                              source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
+                              message=f"{n} GPUs in nvidia-smi nvlink --status, the SKU {sku.name} has "
+                                      f"{sku.gpu.count}"))
+    most = max((g.active_links for g in result.gpus if not g.all_inactive), default=0)
     for gpu in result.gpus:
         s = Subject(subject.node, gpu.index)
         if gpu.all_inactive:
@@ -450,18 +471,37 @@ def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject 
                                           "check nvidia-fabricmanager, then reboot)"))
             continue
         inactive = [link.link for link in gpu.links if not link.active]
+        listed = f" (inactive: {', '.join(map(str, inactive))})" if inactive else ""
         if sku is None:
-            out.append(judge_fact("nvlink_active", not inactive, value=gpu.active_links, expected=len(gpu.links),
-                                  subject=s, source="nvidia-smi nvlink --status",
-                                  remediation=Remediation.RESEAT_OR_REPLACE,
-                                  message=f"links {', '.join(map(str, inactive))} inactive"))
+            if gpu.active_links < most:
+                out.append(judge_fact("nvlink_active", False, value=gpu.active_links, expected=most, unit="links",
+                                      subject=s, source="nvidia-smi nvlink --status: its peers",
+                                      remediation=Remediation.RESEAT_OR_REPLACE,
+                                      message=f"{gpu.active_links} NVLinks active, its peers have {most}{listed}"))
+            else:
+                out.append(judge_fact("nvlink_active", not inactive, value=gpu.active_links, expected=len(gpu.links),
+                                      unit="links", subject=s, source="nvidia-smi nvlink --status",
+                                      remediation=Remediation.RESEAT_OR_REPLACE, warn_only=True,
+                                      message=f"{gpu.active_links} of {len(gpu.links)} NVLinks active{listed}; "
+                                              "without --sku it is not known how many this GPU should have "
+                                              "(an NVLink bridge uses fewer)"))
             continue
         want = sku.nvlink.links_per_gpu
         out.append(judge_fact("nvlink_active", gpu.active_links >= want, value=gpu.active_links, expected=want,
                               unit="links", subject=s, source=sku.nvlink.source,
                               remediation=Remediation.RESEAT_OR_REPLACE,
-                              message=f"{gpu.active_links} of {want} NVLinks active"
-                                      + (f" (inactive: {', '.join(map(str, inactive))})" if inactive else "")))
+                              message=f"{gpu.active_links} of {want} NVLinks active{listed}"))
+        bw = sku.nvlink.per_gpu_bandwidth_gb_s
+        if want and bw.value:
+            per_link = bw.value / 2 / want
+            slow = [link for link in gpu.links
+                    if link.speed_gb_s is not None and link.speed_gb_s < per_link * _NVLINK_SPEED_TOLERANCE]
+            slowest = min((link.speed_gb_s for link in gpu.links if link.speed_gb_s is not None), default=None)
+            out.append(judge_fact(
+                "nvlink_link_speed", not slow, value=slowest, expected=round(per_link, 3), unit="GB/s", subject=s,
+                source=f"{bw.source} (÷ 2 directions ÷ {want} links)", remediation=Remediation.RESEAT_OR_REPLACE,
+                message=(f"links {', '.join(f'{x.link} at {x.speed_gb_s:g}' for x in slow)} GB/s, below "
+                         f"{per_link:.3g} GB/s per link")))
     return out
 
 

@@ -247,7 +247,9 @@ def test_nvlink_inactive_fails() -> None:
     (v,) = a.verdicts
     assert (v.status, v.subject.gpu, v.remediation) == (Status.FAIL, 6, Remediation.REBOOT)
     ok = analyze_text("nvlink", text("nvlink/nvlink-status-a100-8gpu-gpud.txt"), load_sku("hgx-a100-80gb"))
-    assert ok.status is Status.PASS and len(ok.verdicts) == 8
+    assert ok.status is Status.PASS
+    assert [v.check for v in ok.verdicts].count("nvlink_active") == 8
+    assert [v.check for v in ok.verdicts].count("nvlink_link_speed") == 8 and ok.verdicts[0].check == "gpu_count"
 
 
 def test_dcgm_fail_and_skip() -> None:
@@ -375,3 +377,36 @@ def test_remapped_dram_passes_but_sram_uncorrectable_stays_rma() -> None:
                                                                "SRAM Threshold Exceeded                    : Yes"))
     thr = next(v for v in flagged.verdicts if v.check == "sram_threshold_exceeded")
     assert (thr.status, thr.remediation) == (Status.FAIL, Remediation.VENDOR_RMA)
+
+
+def test_nvlink_gpu_count_and_link_speed_against_the_sku() -> None:
+    """A real B300 node showing 7 of its 8 GPUs passed `analyze nvlink --sku` (topo failed it)."""
+    a = analyze_text("nvlink", text("nvlink/nvlink-status-b300-7gpu-dell-missing-gpu.txt"), load_sku("hgx-b200"))
+    (count,) = [v for v in a.verdicts if v.check == "gpu_count"]
+    assert (count.status, count.value, count.threshold) == (Status.FAIL, 7, 8)
+    speeds = [v for v in a.verdicts if v.check == "nvlink_link_speed"]
+    assert len(speeds) == 7 and {v.status for v in speeds} == {Status.PASS}  # 53.125 >= 1800/2/18
+    # an A100 node judged as B200: every link below NVLink5's 50 GB/s per link
+    b = analyze_text("nvlink", text("nvlink/nvlink-status-a100-8gpu-gpud.txt"), load_sku("hgx-b200"))
+    slow = [v for v in b.verdicts if v.check == "nvlink_link_speed"]
+    assert {v.status for v in slow} == {Status.FAIL} and slow[0].value == 25 and slow[0].threshold == 50
+    # one GPU's paste (`nvlink -s -i 0`) is not counted against the SKU
+    one = analyze_text("nvlink", text("nvlink/nvlink-status-h100-gpu0-awesomemlsys.txt"), load_sku("hgx-h100-80gb"))
+    assert not [v for v in one.verdicts if v.check == "gpu_count"] and one.status is Status.PASS
+
+
+def test_nvlink_without_sku_shared_inactive_links_warn_and_the_odd_gpu_fails() -> None:
+    """Two H100 PCIe on NVLink bridges use 12 of 18 links by design: it failed without --sku."""
+    bridged = text("nvlink/nvlink-status-h100-pcie-2gpu-nvbridge-12of18-hpe-dl380a.txt")
+    a = analyze_text("nvlink", bridged)
+    assert a.status is Status.WARN
+    assert [(v.status, v.value) for v in a.verdicts if v.check == "nvlink_active"] == [(Status.WARN, 12)] * 2
+    # GPU 1 loses two more links: now it is the odd one out
+    lines = bridged.splitlines()
+    gpu1 = lines.index(next(line for line in lines if line.startswith("GPU 1:")))
+    for i in (gpu1 + 1, gpu1 + 2):
+        lines[i] = lines[i].split(":")[0] + ": <inactive>"
+    b = analyze_text("nvlink", "\n".join(lines) + "\n")
+    verdicts = {v.subject.gpu: v for v in b.verdicts if v.check == "nvlink_active"}
+    assert verdicts[0].status is Status.WARN
+    assert verdicts[1].status is Status.FAIL and "10 NVLinks active, its peers have 12" in verdicts[1].message
