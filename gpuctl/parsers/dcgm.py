@@ -120,6 +120,20 @@ def _target(results: list[DcgmResult], message: str) -> int:
     return len(results) - 1
 
 
+def _wrap_width(border: str) -> int | None:
+    """The width at which dcgmi wraps the Result column: its border segment less three
+    ("+---…---+<48 dashes>+" wraps at 45 characters: one space each side and one spare)."""
+    parts = border.strip()[1:-1].split("+")
+    return len(parts[-1]) - 3 if len(parts) >= 2 else None
+
+
+def _cell(line: str) -> str:
+    """The Result cell of a table row as printed, less the one space of padding after '|'."""
+    inner = line.strip()
+    cell = inner[1:-1].split("|", 1)[1] if inner.count("|") >= 3 else ""
+    return cell[1:] if cell.startswith(" ") else cell
+
+
 def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
     """Parse the table printed by `dcgmi diag -r N`."""
     text = require_text(text, TOOL)
@@ -130,6 +144,8 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
     target: int | None = None  # the result the last message went to
     last_border_after_rows = False
     seen_table = False
+    wrap_at: int | None = None  # the table's wrap width, from its border
+    prev_full = False  # the last message row filled the column: its last word goes on
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped:
@@ -137,10 +153,12 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
         if m := _SECTION.match(stripped):
             category = m.group(1).strip()
             seen_table = True
+            wrap_at = _wrap_width(stripped)
             continue
         if _BORDER.match(stripped):
             seen_table = True
             last_border_after_rows = bool(tests)
+            wrap_at = _wrap_width(stripped)
             continue
         if m := _ROW.match(stripped):
             seen_table = True
@@ -172,9 +190,12 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
                         results[target] = DcgmResult(res.status, res.gpus, (*res.warnings, value))
                 elif value and note != "info" and target is not None and results[target].warnings:
                     # a continuation row: the rest of the previous message, wrapped by the table
+                    # at a fixed width, mid-word ("… currently disab" + "led."): no space then
                     res = results[target]
-                    joined = f"{res.warnings[-1]} {value}"
+                    glue = "" if prev_full and not _cell(line).startswith(" ") else " "
+                    joined = f"{res.warnings[-1]}{glue}{value}"
                     results[target] = DcgmResult(res.status, res.gpus, (*res.warnings[:-1], joined))
+                prev_full = wrap_at is not None and len(_cell(line).rstrip()) >= wrap_at
             elif name and tests and not value:
                 continue
             else:

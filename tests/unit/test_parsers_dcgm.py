@@ -129,3 +129,42 @@ def test_dcgm4_per_gpu_fail_row_fails_the_test() -> None:
     (sw,) = parse_dcgmi_diag(out).tests
     assert sw.status == "fail"
     assert ("fail", (2,)) in [(x.status, x.gpus) for x in sw.results]
+
+
+def test_text_wrapped_mid_word_is_joined_without_a_space() -> None:
+    """dcgmi wraps the Result column at a fixed width, inside words: 'disab' + 'led.' read as
+    'disab led.' and 'R' + 'estart' as 'R estart'. A row that filled the column continues
+    its word on the next row; one that ended short broke at a space."""
+    r = parse_dcgmi_diag(text("dcgmi-diag-r4-memtest-persistence-fail-wrapped-error-rtx.txt"))
+    (pm,) = [t for t in r.tests if t.name == "Persistence Mode"]
+    assert pm.status == "fail"
+    assert pm.results[0].warnings == (
+        "Persistence mode for GPU 0 is currently disabled. The DCGM diagnostic requires peristence mode to be "
+        'enabled. Enable persistence mode by running "nvidia-smi -i <gpuId> -pm 1 " as root.',)
+    (mem,) = [t for t in parse_dcgmi_diag(text("dcgmi-diag-r2-3.3.1-gpu0-fail-wrapped-go-dcgm52.txt")).tests
+              if t.name == "GPU Memory"]
+    (warning,) = [w for res in mem.results for w in res.warnings]
+    assert "Reset GPU. Restart DCGM. Rerun diagnostics. Unable to create CUDA context: " \
+           "'CUDA-capable device(s) is/are busy or unavailable'." in warning
+
+
+def test_h100_r3_cuinit_failure_on_every_gpu() -> None:
+    r = parse_dcgmi_diag(text("dcgmi-diag-r3-3.3.8-h100-8gpu-cuinit-fail-nccl-tests264.txt"))
+    assert (r.dcgm_version, r.driver_version) == ("3.3.8", "560.35.03")
+    assert r.device_ids == ("2330",) * 8
+    (mem,) = [t for t in r.tests if t.name == "GPU Memory"]
+    assert mem.status == "fail" and mem.results[0].gpus is None
+    warnings = mem.results[0].warnings
+    assert len(warnings) == 8 and all("Error using CUDA API cuInit" in w for w in warnings)
+    assert [int(w.split()[1]) for w in warnings] == list(range(8))
+
+
+def test_v100_verbose_info_rows_are_not_warnings() -> None:
+    r = parse_dcgmi_diag(text("dcgmi-diag-r3-v-3.3.9-v100-info-rows.txt"))
+    assert r.dcgm_version == "3.3.9" and r.failed == ()
+    assert all(not res.warnings for t in r.tests for res in t.results)
+
+
+def test_table_cut_inside_its_closing_border_is_refused() -> None:
+    with pytest.raises(ParseError, match="no closing border"):
+        parse_dcgmi_diag(text("dcgmi-diag-r2-3.3.9-v100-table-cut-mid-border.txt"))
