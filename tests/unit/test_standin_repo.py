@@ -175,3 +175,19 @@ def _modinfo(ko: Path, field: str) -> str:
     found = re.search(rb"(?:^|\x00)" + field.encode() + rb"=([^\x00]*)", Path(ko).read_bytes())
     assert found, f"{ko}: no {field}= in .modinfo"
     return found.group(1).decode()
+
+
+def test_no_gpg_agent_outlives_the_build(built: repo.RepoBuild) -> None:
+    """Key generation and signing start a gpg-agent for the key folder; it used to stay
+    running after the build (one per test run's folder, never reaped)."""
+    key_dir = str(built.root.parent / "key")
+    agents = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"gpg-agent") and key_dir.encode() in argv:
+                agents.append(proc.name)
+    assert agents == [], f"gpg-agent still running for {key_dir}: pids {agents}"

@@ -560,6 +560,13 @@ def _gpg(home: Path, *args: str, input: str | None = None) -> subprocess.Complet
     return proc
 
 
+def _stop_agent(home: Path) -> None:
+    """Stop the gpg-agent that key generation or signing started for `home`: it would
+    otherwise outlive the build (one per test folder, never reaped)."""
+    if shutil.which("gpgconf"):
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
+
+
 def ensure_key(key_dir: Path | None = None) -> tuple[Path, str]:
     """The lab signing key (generated once, no passphrase): (GNUPGHOME, fingerprint)."""
     home = key_dir or default_key_dir()
@@ -571,8 +578,11 @@ def ensure_key(key_dir: Path | None = None) -> tuple[Path, str]:
     with _locked(home / ".lock"):
         if fpr_file.is_file():
             return home, fpr_file.read_text().strip()
-        _gpg(home, "--passphrase", "", "--quick-generate-key", KEY_UID, "rsa3072", "sign", "never")
-        listing = _gpg(home, "--with-colons", "--list-secret-keys").stdout
+        try:
+            _gpg(home, "--passphrase", "", "--quick-generate-key", KEY_UID, "rsa3072", "sign", "never")
+            listing = _gpg(home, "--with-colons", "--list-secret-keys").stdout
+        finally:
+            _stop_agent(home)
         fpr = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
         fpr_file.write_text(fpr + "\n")
         log.info("stand-in repository: generated signing key %s in %s", fpr, home)
@@ -742,7 +752,10 @@ def build_repo(
             timings[f"{family}:debs"] = round(time.monotonic() - t, 2)
             t = time.monotonic()
             (partial / key_name).write_text(key_text)
-            _index(partial, home, fpr)
+            try:
+                _index(partial, home, fpr)
+            finally:
+                _stop_agent(home)
             old_dir = dist.with_name(dist.name + ".old")
             shutil.rmtree(old_dir, ignore_errors=True)
             if dist.exists():
