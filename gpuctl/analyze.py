@@ -131,11 +131,15 @@ def _ibstat_figures(r: IbstatResult) -> list[Figure]:
 
 
 def _bw_figures(r: BwResult) -> list[Figure]:
+    # bw_average is as printed (a bidirectional run's is the sum of both directions);
+    # bw_peak is None where perftest did not measure it (duration mode)
     return [Figure("bw_average", _r(r.bw_avg_gbit_s), "Gb/s"), Figure("bw_peak", _r(r.bw_peak_gbit_s), "Gb/s"),
+            Figure("bidirectional", r.bidirectional),
+            Figure("bw_average_per_direction", _r(r.bw_avg_per_direction_gbit_s), "Gb/s"),
             Figure("msg_size", r.msg_size_bytes, "bytes"), Figure("reported_unit", r.reported_unit),
             Figure("sizes", len(r.rows)), Figure("test", r.test),
-            *[f for o in r.others for f in (Figure(f"{o.test}.bw_average", _r(o.bw_avg_gbit_s), "Gb/s"),
-                                             Figure(f"{o.test}.bw_peak", _r(o.bw_peak_gbit_s), "Gb/s"))]]
+            *[f for o in r.others for f in (Figure(f"{o.label}.bw_average", _r(o.bw_avg_gbit_s), "Gb/s"),
+                                             Figure(f"{o.label}.bw_peak", _r(o.bw_peak_gbit_s), "Gb/s"))]]
 
 
 def _lat_figures(r: LatResult) -> list[Figure]:

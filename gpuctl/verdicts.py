@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gpuctl.catalog import EccLimits, Health, Sku, Threshold, load_health
 from gpuctl.parsers.bandwidth import BandwidthResult
 from gpuctl.parsers.dcgm import DcgmResultSet
-from gpuctl.parsers.fio import FioResult
+from gpuctl.parsers.fio import RW_INFERRED, FioJob, FioResult
 from gpuctl.parsers.gdsio import GdsioResult
 from gpuctl.parsers.ibstat import IbPort, IbstatResult
 from gpuctl.parsers.nccl import NcclResult
@@ -30,7 +30,7 @@ from gpuctl.parsers.nvlink import NvlinkResult
 from gpuctl.parsers.perftest import BwResult, LatResult
 from gpuctl.parsers.topo import TopoResult
 from gpuctl.parsers.training import TrainingResult
-from gpuctl.parsers.xid import XidResult
+from gpuctl.parsers.xid import FALLEN_OFF_BUS, INIT_FAILED, PROBE_FAILED, GpuLostEvent, XidEvent, XidResult
 from gpuctl.remediation import Remediation
 
 
@@ -197,11 +197,38 @@ def _threshold(sku: Sku | None, name: str) -> Threshold | None:
 
 NCCL_WRONG_SOURCE = "nccl-tests: #wrong counts elements that differ from the expected result; any is a failure"
 
+# The SKU bus-bandwidth thresholds of each collective: (one node, more than one node).
+# The catalog's figures (catalog/skus/*.yaml) are all_reduce ones (the public health
+# checks they come from run all_reduce_perf); another collective has none, so its bus
+# bandwidth is reported and never judged (an all_gather's busbw is not an all_reduce's).
+NCCL_THRESHOLDS: dict[str, tuple[str, str]] = {
+    "all_reduce": ("all_reduce_busbw_gb_s", "multi_node_busbw_gb_s"),
+}
+
 
 def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
-    """#wrong = 0 always; with a SKU, the large-message bus bandwidth against
+    """#wrong = 0 always; with a SKU, the large-message bus bandwidth against the
+    thresholds of the run's collective (`NCCL_THRESHOLDS`): for all_reduce,
     `all_reduce_busbw_gb_s` (one node) or `multi_node_busbw_gb_s` (ranks on more than one
-    host, or more ranks than the SKU has GPUs). Only all_reduce is judged against those thresholds."""
+    host, or more ranks than the SKU has GPUs). Another collective, or one the output does
+    not identify, gives a no-threshold verdict naming it (never a pass).
+
+    An output with several runs (`result.runs`) is judged run by run; each verdict names
+    its run and that run's average bus bandwidth, so the worst run decides the status."""
+    if not result.runs:
+        return _judge_nccl_run(result, sku, subject)
+    out = []
+    prefix = f"{subject.label()}: "
+    for run in result.runs:
+        name = run.test or run.collective or "collective not identified"
+        tag = f"run {run.run} of {len(result.runs)} ({name}, avg busbw {run.avg_busbw_gb_s:g} GB/s): "
+        for v in _judge_nccl_run(run, sku, subject):
+            text = v.message.removeprefix(prefix)
+            out.append(replace(v, message=prefix + tag + text))
+    return out
+
+
+def _judge_nccl_run(result: NcclResult, sku: Sku | None, subject: Subject) -> list[Verdict]:
     out = []
     if result.validated:
         out.append(judge_fact(
@@ -215,15 +242,24 @@ def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NO
                                              "correctness not checked"))
     if sku is None:
         return out
-    is_all_reduce = result.test is None or "all_reduce" in result.test
+    value = result.large_msg_busbw_gb_s
+    names = NCCL_THRESHOLDS.get(result.collective or "")
+    if names is None:
+        what = " or ".join(result.collective_candidates) or "a collective the output does not identify"
+        check = f"{result.collective}_busbw_gb_s" if result.collective else "nccl_busbw_gb_s"
+        judged = ", ".join(NCCL_THRESHOLDS)
+        out.append(Verdict(
+            check, Status.NO_THRESHOLD, subject, value, None, "GB/s", "", Remediation.NONE,
+            f"{subject.label()}: {check} = {_fmt(value, 'GB/s')} at {result.largest_size_bytes:,} B; no threshold "
+            f"for {what} (the SKU {sku.name} has bus-bandwidth thresholds for {judged} only), not judged; "
+            f"collective from {result.collective_evidence or 'no evidence'}; run {judged}_perf for a judged figure",
+        ))
+        return out
     # more than one host in the Rank lines (a launcher may print only some of them), or
     # more ranks than one node of the SKU has GPUs
     multi = result.nodes > 1 or result.gpus > sku.gpu.count
-    name = "multi_node_busbw_gb_s" if multi else "all_reduce_busbw_gb_s"
-    if not is_all_reduce:
-        out.append(judge(f"{result.test}_busbw_gb_s", result.large_msg_busbw_gb_s, None, "GB/s", subject))
-        return out
-    out.append(judge(name, result.large_msg_busbw_gb_s, _threshold(sku, name), "GB/s", subject,
+    name = names[1] if multi else names[0]
+    out.append(judge(name, value, _threshold(sku, name), "GB/s", subject,
                      remediation=Remediation.RECONFIGURE))
     return out
 
@@ -589,10 +625,42 @@ def _by_layer(ports: Sequence[IbPort]) -> str:
 
 # ---------------------------------------------------------------- perftest
 
+IB_BW_CHECK = "ib_write_bw_gbit_s"
+
 
 def judge_ib_write_bw(result: BwResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
-    return [judge("ib_write_bw_gbit_s", result.bw_avg_gbit_s, _threshold(sku, "ib_write_bw_gbit_s"), "Gb/s",
-                  subject, remediation=Remediation.RECONFIGURE)]
+    """`ib_write_bw_gbit_s` is a floor for one port in one direction. A unidirectional run
+    is judged as printed. A bidirectional run (``-b``) prints the SUM of both directions:
+    with ``--report_both`` each direction is judged on its own; without, the mean per
+    direction (half the sum) is judged. The mean can prove a failure (the weaker direction
+    is at most the mean) but not a pass (the output does not say how the sum splits), so
+    a mean at or above the floor only warns and asks for a run that shows each direction."""
+    t = _threshold(sku, IB_BW_CHECK)
+    rem = Remediation.RECONFIGURE
+    if not result.bidirectional:
+        return [judge(IB_BW_CHECK, result.bw_avg_gbit_s, t, "Gb/s", subject, remediation=rem)]
+    total = _fmt(result.bw_avg_gbit_s, "Gb/s")
+    both = result.direction_avgs_gbit_s
+    if both is not None:
+        out = []
+        for side, value in zip(("local (this side sending)", "remote (the peer sending)"), both, strict=True):
+            v = judge(IB_BW_CHECK, value, t, "Gb/s", subject, remediation=rem)
+            out.append(replace(v, message=f"{v.message} [the {side} direction of a bidirectional run (-b "
+                                          f"--report_both); {total} both directions together]"))
+        return out
+    mean = result.bw_avg_per_direction_gbit_s
+    v = judge(IB_BW_CHECK, mean, t, "Gb/s", subject, remediation=rem)
+    head = (f"{subject.label()}: {IB_BW_CHECK} = {_fmt(mean, 'Gb/s')} per direction on average (a bidirectional "
+            f"run, -b: {total} is the sum of both directions)")
+    if v.status is Status.FAIL:
+        return [replace(v, message=f"{head}, below the minimum {_fmt(v.threshold, 'Gb/s')}: at least one direction "
+                                   "is below it")]
+    if v.status in (Status.PASS, Status.WARN):
+        return [replace(v, status=Status.WARN, remediation=Remediation.RERUN,
+                        message=f"{head}; the mean meets the minimum {_fmt(v.threshold, 'Gb/s')}, but perftest prints "
+                                "only the sum, so one direction may still be below it: rerun without -b, or with "
+                                "--report_both, to judge each direction")]
+    return [replace(v, message=f"{v.message} ({head.split(': ', 1)[1]})")]
 
 
 def judge_ib_write_lat(result: LatResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
@@ -604,23 +672,78 @@ def judge_ib_write_lat(result: LatResult, sku: Sku | None = None, subject: Subje
 
 _RANDREAD = {"randread", "randrw"}
 _SEQWRITE = {"write"}
+# fio engines that move no data to or from a local disk: their figure is no disk throughput
+_NO_DISK_DATA_ENGINES = frozenset({
+    "null", "falloc", "ftruncate", "filecreate", "filestat", "filedelete", "dircreate", "dirstat", "dirdelete",
+    "cpuio", "e4defrag", "exec", "net", "netsplice", "rdma", "http",
+})
+# engines that reach the device without the page cache whatever direct= says (NVMe/SCSI passthrough, SPDK)
+_NO_PAGE_CACHE_ENGINES = frozenset({"io_uring_cmd", "sg", "spdk", "spdk_bdev"})
+
+
+def _not_a_disk_measurement(jobs: Sequence[FioJob]) -> str | None:
+    """Why these jobs' figures do not measure the disk, or None."""
+    for j in jobs:
+        if (j.ioengine or "").lower() in _NO_DISK_DATA_ENGINES:
+            return f"job {j.name!r} ran with ioengine={j.ioengine}, which moves no data to or from the disk"
+    for j in jobs:
+        if j.direct is False and (j.ioengine or "").lower() not in _NO_PAGE_CACHE_ENGINES:
+            return (f"job {j.name!r} ran buffered (no direct=1; fio's default is direct=0), so the figure "
+                    "includes the page cache, not only the disk")
+    return None
+
+
+def _judge_fio_figure(name: str, value: float, unit: str, jobs: Sequence[FioJob], sku: Sku | None,
+                      subject: Subject) -> Verdict:
+    v = judge(name, value, _threshold(sku, name), unit, subject, remediation=Remediation.RECONFIGURE)
+    inferred = "; ".join(f"rw={j.rw} of job {j.name!r} inferred from the {j.rw_source}: no job definition line"
+                         for j in jobs if j.rw_source in RW_INFERRED)
+    if inferred:
+        v = replace(v, message=f"{v.message} ({inferred})")
+    why = _not_a_disk_measurement(jobs)
+    if why is None:
+        return v
+    if v.status in (Status.PASS, Status.WARN, Status.FAIL):
+        return replace(v, status=Status.ERROR, remediation=Remediation.RERUN,
+                       message=f"{subject.label()}: {name} = {_fmt(value, unit)}, not judged against the "
+                               f"{_fmt(v.threshold, unit)} disk threshold: {why}; rerun with direct=1 and a disk "
+                               "I/O engine (libaio, io_uring)")
+    return replace(v, message=f"{v.message} ({why})")
 
 
 def judge_fio(result: FioResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
-    """4k random read IOPS against `fio_randread_iops` (rw=randread/randrw); sequential
-    write GB/s (10^9 bytes/s) against `fio_seqwrite_gb_s` (rw=write). Other workloads
-    have no threshold."""
-    modes = set(result.rw_modes)
+    """4k random read IOPS of the rw=randread/randrw jobs against `fio_randread_iops`;
+    sequential write GB/s (10^9 bytes/s) of the rw=write jobs against `fio_seqwrite_gb_s`.
+    Other workloads have no threshold. A figure from a run that did not measure the disk
+    (a data-less engine such as falloc or null, or buffered I/O) is not judged against a
+    disk threshold (error, "could not be judged"). A job whose workload the output does not
+    say (text without its job definition line, see `gpuctl.parsers.fio`) cannot be judged
+    at all: an error verdict, with or without a SKU."""
     out = []
-    if modes & _RANDREAD:
-        out.append(judge("fio_randread_iops", result.read_iops, _threshold(sku, "fio_randread_iops"), "IOPS",
-                         subject, remediation=Remediation.RECONFIGURE))
-    if modes & _SEQWRITE:
-        out.append(judge("fio_seqwrite_gb_s", result.write_bw_gb_s, _threshold(sku, "fio_seqwrite_gb_s"), "GB/s",
-                         subject, remediation=Remediation.RECONFIGURE))
-    if not out:
-        mode = ", ".join(sorted(modes)) or "unknown"
-        out.append(judge(f"fio_{mode}_read_iops", result.read_iops, None, "IOPS", subject))
+    randread = [j for j in result.jobs if j.rw in _RANDREAD]
+    seqwrite = [j for j in result.jobs if j.rw in _SEQWRITE]
+    if randread:
+        iops = sum(j.read.iops for j in randread if j.read is not None)
+        out.append(_judge_fio_figure("fio_randread_iops", iops, "IOPS", randread, sku, subject))
+    if seqwrite:
+        gb_s = sum(j.write.bw_gb_s for j in seqwrite if j.write is not None)
+        out.append(_judge_fio_figure("fio_seqwrite_gb_s", gb_s, "GB/s", seqwrite, sku, subject))
+    for mode in result.rw_modes:
+        if mode in _RANDREAD | _SEQWRITE:
+            continue
+        jobs = [j for j in result.jobs if j.rw == mode]
+        side = "read" if any(j.read is not None for j in jobs) else "write"
+        iops = sum(getattr(j, side).iops for j in jobs if getattr(j, side) is not None)
+        out.append(_judge_fio_figure(f"fio_{mode}_{side}_iops", iops, "IOPS", jobs, None, subject))
+    unknown = [j.name for j in result.jobs if j.rw is None]
+    if unknown:
+        names = ", ".join(repr(n) for n in unknown)
+        out.append(Verdict(
+            "fio_workload", Status.ERROR, subject, None, None, "", "", Remediation.RERUN,
+            f"{subject.label()}: fio results could not be judged: the output does not say the workload (rw=) of "
+            f"job {names}: no '(g=0): rw=...' job definition line, no rw= elsewhere and no job name that names "
+            "it; keep fio's whole report (or use --output-format=json) so random and sequential I/O can be told "
+            "apart"))
     return out
 
 
@@ -685,20 +808,114 @@ def judge_dcgm(result: DcgmResultSet, sku: Sku | None = None, subject: Subject =
 
 _XID_REMEDIATION = {79: Remediation.RESEAT_OR_REPLACE, 74: Remediation.RESEAT_OR_REPLACE}
 
+# Xid 154 names the recovery action the driver now requires. The labels the driver prints
+# ("None", "Drain P2P", "Drain and Reset", "GPU Reset Required", "Node Reboot Required", per
+# NVIDIA's Xid catalog; "PF FLR" and "OS Reboot" seen in real logs) are matched by their words,
+# and an unknown label by its number (NVML nvmlDeviceGpuRecoveryAction_t). gpuctl has no
+# "GPU reset" remediation class: a reset is asked for as REBOOT, which also resets the GPU.
+# None: no action needed (the verdict passes).
+_RECOVERY_ACTION_SOURCE = ("NVIDIA Xid Catalog (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html): "
+                           "Xid 154 summarises the recovery action required; NVIDIA GPU Memory Error Management, "
+                           "Error Recovery and Response Flags: None / Reset / Reboot / Drain P2P / Drain and Reset")
+_RECOVERY_WORDS: tuple[tuple[str, Remediation | None], ...] = (
+    ("none", None),
+    ("reboot", Remediation.REBOOT),  # "Node Reboot Required", "OS Reboot", "System Reboot"
+    ("drain p2p", Remediation.RERUN),  # quiesce peer-to-peer work, then read the action again
+    ("reset", Remediation.REBOOT),  # "GPU Reset Required", "Drain and Reset", "Bus Reset"
+    ("flr", Remediation.REBOOT),  # "PF FLR": a function-level reset of the GPU
+    ("imex", Remediation.RECONFIGURE),  # "Recover IMEX Domain"
+)
+_RECOVERY_CODES: dict[int, Remediation | None] = {
+    0: None, 1: Remediation.REBOOT, 2: Remediation.REBOOT, 3: Remediation.RERUN, 4: Remediation.REBOOT,
+    5: Remediation.RECONFIGURE, 6: Remediation.REBOOT, 7: Remediation.REBOOT,
+}
+
+
+def _recovery_remediation(label: str | None, code: int | None) -> tuple[bool, Remediation | None]:
+    """(recognised, remediation) for Xid 154's new action; remediation None: nothing to do."""
+    text = (label or "").lower()
+    for word, remediation in _RECOVERY_WORDS:
+        if (text == word) if word == "none" else (word in text):
+            return True, remediation
+    if code in _RECOVERY_CODES:
+        return True, _RECOVERY_CODES[code]
+    return False, Remediation.REBOOT
+
+
+_LOST_SOURCE = ("NVIDIA driver (nv.c): 'has fallen off the bus and is not responding to commands' when the GPU's "
+                "registers read 0xFFFFFFFF at probe, then 'probe of <bdf> failed'; NVIDIA Xid Catalog: Xid 79 "
+                "(GPU has fallen off the bus) is RESTART_BM")
+_LOST_WORDS = {FALLEN_OFF_BUS: "fell off the bus", PROBE_FAILED: "driver probe failed",
+               INIT_FAILED: "RmInitAdapter failed"}
+
+
+def _judge_xid_event(e: XidEvent, fatal: set[int], source: str, s: Subject) -> Verdict:
+    """The YAML list decides which codes can fail. Within it, a line that carries the driver's own
+    judgement follows it: Xid 154 its recovery action, NVLink5 Xids their Fatal/Nonfatal word.
+    An "RST: Yes" / "D-RST: Yes" flag fails whatever the code: the driver has marked the GPU for reset."""
+    what = f"{s.label()}: Xid {e.xid}" + (f" (GPU instance {e.gpu_instance})" if e.gpu_instance else "")
+    msg = e.message or "no message"
+
+    def verdict(status: Status, remediation: Remediation, text: str, src: str = source) -> Verdict:
+        return Verdict("xid", status, s, e.xid, None, "", src, remediation, text)
+
+    if e.xid == 154 and e.xid in fatal:
+        known, action = _recovery_remediation(e.recovery_action, e.recovery_action_code)
+        if not known:
+            return verdict(Status.FAIL, Remediation.REBOOT,
+                           f"{what} ({msg}): recovery action not recognised, treated as a reset",
+                           _RECOVERY_ACTION_SOURCE)
+        if action is None:
+            return verdict(Status.PASS, Remediation.NONE,
+                           f"{what} ({msg}): recovery action now '{e.recovery_action}', nothing to do",
+                           _RECOVERY_ACTION_SOURCE)
+        return verdict(Status.FAIL, action, f"{what} ({msg}): the driver requires '{e.recovery_action}'",
+                       _RECOVERY_ACTION_SOURCE)
+    if e.reset_required or e.drain_and_reset_required:
+        flag = "RST: Yes" if e.reset_required else "D-RST: Yes"
+        return verdict(Status.FAIL, Remediation.REBOOT, f"{what} ({msg}): the driver marks the GPU for reset ({flag})",
+                       source + "; driver kern_gpu_ga100.c: RST = GPU reset required, D-RST = drain and reset required")
+    if e.xid in fatal and e.severity == "Nonfatal":
+        return verdict(Status.WARN, Remediation.NONE, f"{what} ({msg}): the driver marks it Nonfatal")
+    if e.xid in fatal:
+        return verdict(Status.FAIL, _XID_REMEDIATION.get(e.xid, Remediation.REBOOT), f"{what} ({msg}) is fatal")
+    return verdict(Status.WARN, Remediation.NONE, f"{what} ({msg}), not in the fatal list")
+
+
+def _details(events: Sequence[GpuLostEvent], kind: str) -> list[str]:
+    return list(dict.fromkeys(e.detail for e in events if e.kind == kind and e.detail))
+
+
+def _judge_lost(lost: Sequence[GpuLostEvent], xid79: set[str], subject: Subject) -> list[Verdict]:
+    """One verdict per GPU the driver lost without an Xid. A GPU whose Xid 79 is in the same log is
+    already failed by that Xid (same remediation): its lost-GPU lines add no second verdict."""
+    by_gpu: dict[str | None, list[GpuLostEvent]] = {}
+    for e in lost:
+        by_gpu.setdefault(e.gpu, []).append(e)
+    out = []
+    for gpu, evs in by_gpu.items():
+        if gpu is not None and gpu in xid79:
+            continue
+        kinds = [k for k in (FALLEN_OFF_BUS, PROBE_FAILED, INIT_FAILED) if any(e.kind == k for e in evs)]
+        bus_id = next((e.bus_id for e in evs if e.bus_id), None)
+        s = Subject(subject.node, bus_id=bus_id)
+        where = s.label() if bus_id else f"{s.label()}: a GPU (the log names no PCI address)"
+        found = "; ".join(_LOST_WORDS[k] + "".join(f" ({d})" for d in _details(evs, k)) for k in kinds)
+        fallen = FALLEN_OFF_BUS in kinds
+        out.append(Verdict(
+            "gpu_lost", Status.FAIL, s, kinds[0], "on the bus and initialised", "", _LOST_SOURCE,
+            Remediation.RESEAT_OR_REPLACE if fallen else Remediation.REBOOT,
+            f"{where}: {found}, with no Xid line"
+            + ("" if fallen else "; read the driver lines before it (firmware, BAR, driver/GPU mismatch)")))
+    return out
+
 
 def judge_xid(result: XidResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     health = load_health()
     fatal = set(health.xid_fatal.codes)
-    out = []
-    for e in result.events:
-        s = Subject(subject.node, bus_id=e.bus_id)
-        if e.xid in fatal:
-            out.append(Verdict("xid", Status.FAIL, s, e.xid, None, "", health.xid_fatal.source,
-                               _XID_REMEDIATION.get(e.xid, Remediation.REBOOT),
-                               f"{s.label()}: Xid {e.xid} ({e.message or 'no message'}) is fatal"))
-        else:
-            out.append(Verdict("xid", Status.WARN, s, e.xid, None, "", health.xid_fatal.source, Remediation.NONE,
-                               f"{s.label()}: Xid {e.xid} ({e.message or 'no message'}), not in the fatal list"))
+    out = [_judge_xid_event(e, fatal, health.xid_fatal.source, Subject(subject.node, bus_id=e.bus_id))
+           for e in result.events]
+    out += _judge_lost(result.lost, {e.bus_id for e in result.events if e.xid == 79}, subject)
     for e in result.sxid_events:
         s = Subject(subject.node, bus_id=e.bus_id, port=e.switch)
         status = Status.FAIL if e.fatal else Status.WARN

@@ -21,15 +21,40 @@ printed inside the table are skipped; Open MPI ``--tag-output`` prefixes are rem
 Nodes are the distinct host names of the ``# Rank`` lines (a launcher may print only
 some of them); the rank count is the largest ``nranks`` NCCL reports in its
 ``Init COMPLETE`` INFO lines when present, else the number of ``# Rank`` lines.
+
+Line prefixes that launchers put before every line are removed before anything else:
+a SkyPilot/Ray ``(head, rank=0, pid=3808) `` prefix, a ``srun -l`` task label
+(``12: ``) and an Open MPI ``--tag-output`` tag (``[1,0]<stdout>:``), in that order,
+each optional. The table itself never starts with any of them.
+
+Several runs in one output (a script that calls nccl-tests more than once into one
+log) are parsed apart: a run ends after its ``# Avg bus bandwidth`` line (and the
+``#``/``# Collective test concluded`` lines that follow it), and a run header (``#
+nccl-tests version``, ``# Collective test starting``, ``# nThread``) after a results
+table also starts a new run. Each run must be complete on its own (a truncated or
+failed run refuses the whole output: its figures are missing, so the log cannot pass).
+The result of a multi-run output is the run with the lowest large-message bus bandwidth
+(the judged figure), with every run in `NcclResult.runs` and a note listing each run's
+average bus bandwidth; `gpuctl.verdicts.judge_nccl` judges every run on its own, so the
+worst run decides and each verdict names its run. Figures are never mixed across runs.
+
+The collective is identified from the best evidence, in this order: the ``# Collective
+test starting: X_perf`` line nccl-tests prints; else one ``X_perf`` binary name on a
+command line in the output (an ``mpirun ... all_gather_perf`` line, a shell prompt),
+unless the table contradicts it; else the table itself: whether ``redop`` is a reduction
+(``none``/``-``, or no ``redop`` column, is not), whether ``root`` is set, and whether
+``size`` is ``count`` words (all_reduce, broadcast, reduce) or ``count`` words per rank
+(reduce_scatter, all_gather). When the table leaves several collectives possible,
+`NcclResult.collective` is None and `collective_candidates` lists them.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuctl.errors import ParseError
-from gpuctl.parsers._common import quote, require_text, strip_mpi_tags, to_float, to_int
+from gpuctl.parsers._common import quote, require_text, to_float, to_int
 
 TOOL = "nccl-tests"
 
@@ -55,6 +80,40 @@ _FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure|Test failure")
 _WARN = re.compile(r"NCCL WARN\s*(.*)$")
 # "node-a:1234:1300 [0] NCCL INFO comm 0x55d0 rank 0 nranks 16 cudaDev 0 ... - Init COMPLETE"
 _NRANKS = re.compile(r"\bnranks\s+(\d+)")
+# Launcher prefixes, each optional, in this order (what follows is the tool's own line):
+#   "(head, rank=0, pid=3808) "  "(worker1, rank=1, pid=2769, ip=10.100.10.12) "  (SkyPilot)
+#   "(pid=4242) "  "(RayTrainWorker pid=4242, ip=10.0.0.5) "                     (Ray)
+#   " 3: "  "12: "                                                               (srun -l / --label)
+#   "[1,0]<stdout>:"  "[1,13]<stderr>:"                                          (mpirun --tag-output)
+_PREFIX = re.compile(
+    r"^(?:\((?:[\w.\-]+,?\s+)?(?:rank=\d+,\s*)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?)?"
+    r"(?:[ \t]*\d+:[ \t])?"
+    r"(?:\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?)?"
+)
+# "(head, rank=0, pid=3808) [1,0]<stdout>:#       size         count      type   redop ..."
+# (a results-table header anywhere in a line: found behind a prefix gpuctl does not know)
+_HEADER_ANYWHERE = re.compile(r"#\s+size\s+count\s+type\b")
+# A line that begins a run: "# nccl-tests version 2.18.3 ...", "# Collective test starting:
+# all_reduce_perf", "# nThread 1 nGpus 1 minBytes 1024 maxBytes 8589934592 step: 2(factor) ..."
+_RUN_START = re.compile(r"^#\s*(?:nccl-tests version\b|Collective test starting:|nThread\s+\d)")
+# What may follow "# Avg bus bandwidth" and still belong to its run: "#", "",
+# "# Collective test concluded: all_reduce_perf"
+_RUN_TRAILER = re.compile(r"^\s*(?:#\s*(?:Collective test concluded:.*)?)?\s*$")
+# A binary name on a command line: "mpirun ... /workspace/nccl-tests/build/all_reduce_perf -b 1K",
+# "[root@test nccl-tests-master]# ./build/all_gather_perf -b 8 -e 128M", "all_reduce_perf_mpi"
+_BINARY = re.compile(
+    r"(?<![\w.\-])(?:\S*/)?(all_reduce|all_gather|alltoall|broadcast|reduce_scatter|reduce|sendrecv|hypercube"
+    r"|gather|scatter)_perf(?:_mpi)?\b"
+)
+
+# Bytes per element of nccl-tests' type names (the "type" column: "float", "bfloat16", ...).
+_WORD_BYTES = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "uint32": 4, "int": 4, "int64": 8, "uint64": 8,
+               "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8, "bfloat16": 2,
+               "f8e4m3": 1, "f8e5m2": 1}
+# The reductions among the collectives (the others print redop "none").
+_REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
+# redop cells of a collective without a reduction: "none" (nccl-tests 2.x), "-"
+_NO_REDOP = frozenset({"none", "-", ""})
 
 
 @dataclass(frozen=True)
@@ -101,6 +160,16 @@ class NcclResult:
     is what acceptance thresholds mean ("large messages"); with a single-size run the
     two agree. `wrong` sums every numeric ``#wrong`` value; `validated` is False when
     every wrong cell was ``N/A`` (validation off), so a zero proves nothing.
+
+    `test` is the binary's name as the output gives it (``# Collective test starting``
+    line, else a command line); `collective` is the collective without ``_perf``
+    (``all_reduce``, ``all_gather``, ...) from the best evidence, None when it could not be
+    told apart: `collective_candidates` are the collectives the evidence allows (empty when
+    it contradicts itself) and `collective_evidence` says what it was.
+
+    Of an output with several runs, the fields are those of one run, the one with the
+    lowest large-message bus bandwidth; `runs` holds every run (each numbered in `run`).
+    `runs` is empty for a single run.
     """
 
     test: str | None
@@ -116,6 +185,11 @@ class NcclResult:
     out_of_bounds: int | None
     nranks: int | None = None
     notes: tuple[str, ...] = ()
+    collective: str | None = None
+    collective_candidates: tuple[str, ...] = ()
+    collective_evidence: str = ""
+    run: int | None = None
+    runs: tuple[NcclResult, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -200,9 +274,116 @@ def _parse_row(columns: list[str], line: str) -> NcclRow:
     )
 
 
-def parse_nccl_tests(text: str) -> NcclResult:
-    """Parse the output of one nccl-tests binary (any collective)."""
-    text = strip_mpi_tags(require_text(text, TOOL))
+def _strip_prefix(line: str) -> str:
+    return _PREFIX.sub("", line, count=1)
+
+
+def _split_runs(lines: list[str]) -> list[list[str]]:
+    """The lines of each run (see the module docstring); text after the last run that
+    holds no run of its own stays with that run."""
+    segments: list[list[str]] = [[]]
+    closed = False  # the current segment has its "# Avg bus bandwidth" line
+    tabled = False  # the current segment has a results-table header
+    for line in lines:
+        if (closed and not _RUN_TRAILER.match(line)) or (tabled and not closed and _RUN_START.match(line)):
+            segments.append([])
+            closed = tabled = False
+        segments[-1].append(line)
+        if _AVG.match(line):
+            closed = True
+        elif _HEADER.match(line):
+            tabled = True
+    runs: list[list[str]] = []
+    for seg in segments:
+        if runs and not any(_HEADER.match(x) or _RUN_START.match(x) for x in seg):
+            runs[-1].extend(seg)
+        else:
+            runs.append(seg)
+    return runs
+
+
+def _name_to_collective(name: str) -> str:
+    """'all_gather_perf' / 'all_reduce_perf_mpi' → 'all_gather'."""
+    return name.removesuffix("_mpi").removesuffix("_perf")
+
+
+def _table_collective(rows: list[NcclRow], columns: list[str]) -> tuple[tuple[str, ...], bool | None, str]:
+    """The collectives the table's own columns allow: (candidates, whether it is a
+    reduction or None when unknown, evidence)."""
+    if "redop" in columns:
+        ops = {(r.redop or "").lower() for r in rows}
+        if ops <= _NO_REDOP:
+            reducing, op_text = False, f"redop {'/'.join(sorted(ops)) or 'empty'} (no reduction)"
+        elif not ops & _NO_REDOP:
+            reducing, op_text = True, f"redop {'/'.join(sorted(ops))} (a reduction)"
+        else:
+            return (), None, f"the table mixes reductions and none in its redop column ({', '.join(sorted(ops))})"
+    else:
+        reducing, op_text = False, "no redop column (no reduction)"
+    roots = sorted({-2 if r.root is None else r.root for r in rows})  # -2: no root column
+    if roots == [-2]:
+        rooted, root_text = False, "no root column"
+    elif roots == [-1]:
+        rooted, root_text = False, "root -1"
+    elif roots[0] >= 0:
+        rooted, root_text = True, "root " + "/".join(map(str, roots))
+    else:
+        return (), reducing, f"the table's root column mixes -1 and set roots ({', '.join(map(str, roots))})"
+    # size = count x word bytes (whole buffer) or count x word bytes x ranks (per-rank count)
+    ratios = {
+        r.size_bytes / (r.count * _WORD_BYTES[r.dtype.lower()])
+        for r in rows if r.count > 0 and r.dtype.lower() in _WORD_BYTES
+    }
+    per_rank: bool | None = None
+    if len(ratios) == 1:
+        ratio = ratios.pop()
+        if ratio == 1:
+            per_rank, size_text = False, "size = count x element size"
+        elif ratio > 1 and ratio.is_integer():
+            per_rank, size_text = True, f"size = count x element size x {int(ratio)} ranks"
+        else:
+            size_text = f"size / (count x element size) = {ratio:g}"
+    else:
+        size_text = "size and count do not show whether count is per rank"
+    evidence = f"the table: {op_text}, {root_text}, {size_text}"
+    if reducing:
+        candidates = ("reduce",) if rooted else {False: ("all_reduce",), True: ("reduce_scatter",),
+                                                 None: ("all_reduce", "reduce_scatter")}[per_rank]
+    elif rooted:
+        candidates = {False: ("broadcast",), True: ("gather", "scatter"),
+                      None: ("broadcast", "gather", "scatter")}[per_rank]
+    else:
+        # alltoall prints a per-rank count in some nccl-tests versions and the whole one in others
+        candidates = {False: ("sendrecv", "alltoall"), True: ("all_gather", "alltoall"),
+                      None: ("all_gather", "alltoall", "sendrecv")}[per_rank]
+    if len(candidates) == 1:
+        return candidates, reducing, evidence
+    return candidates, reducing, f"{evidence}: one of {', '.join(candidates)}"
+
+
+def _identify(started: str | None, binaries: list[str], rows: list[NcclRow],
+              columns: list[str]) -> tuple[str | None, tuple[str, ...], str]:
+    """(test, the collectives it can be, evidence) from the starting line, a command line,
+    the table."""
+    if started:
+        return started, (_name_to_collective(started),), f"'# Collective test starting: {started}'"
+    table, reducing, table_evidence = _table_collective(rows, columns)
+    names = list(dict.fromkeys(binaries))
+    if len(names) == 1:
+        name = names[0]
+        coll = _name_to_collective(name)
+        # only a redop column tells a reduction for sure (old outputs of some tests lack it)
+        if "redop" in columns and reducing is not None and reducing != (coll in _REDUCING):
+            kind = "a reduction" if reducing else "no reduction"
+            return None, (), (f"the command line names {name} but {table_evidence} ({kind}, so not "
+                              f"{coll}); the collective is not known")
+        return name, (coll,), f"the binary name {name} on a command line in the output"
+    extra = f"; command lines name {', '.join(names)}" if names else ""
+    return None, table, table_evidence + extra
+
+
+def _parse_run(lines: list[str]) -> NcclResult:
+    """Parse the lines of one nccl-tests run."""
     columns: list[str] | None = None
     rows: list[NcclRow] = []
     ranks: list[NcclRank] = []
@@ -212,9 +393,11 @@ def parse_nccl_tests(text: str) -> NcclResult:
     library_version: str | None = None
     nccl_version: str | None = None
     test: str | None = None
+    binaries: list[str] = []
     nranks: int | None = None
     warnings: list[str] = []
-    for line in text.splitlines():
+    hidden_header: str | None = None
+    for line in lines:
         if _FAILURE.search(line):
             raise ParseError(f"{TOOL}: the run failed: {quote(line)}")
         if m := _WARN.search(line):
@@ -226,6 +409,7 @@ def parse_nccl_tests(text: str) -> NcclResult:
             if m := _NRANKS.search(line):
                 nranks = max(nranks or 0, int(m.group(1)))
             continue
+        binaries.extend(m.group(1) + "_perf" for m in _BINARY.finditer(line))
         if m := _TESTS_VERSION.match(line):
             tests_version = m.group(1)
             if m.group(2):
@@ -242,9 +426,17 @@ def parse_nccl_tests(text: str) -> NcclResult:
             oob = int(m.group(1))
         elif columns is not None and avg is None and _ROW.match(line):
             rows.append(_parse_row(columns, line))
+        elif hidden_header is None and _HEADER_ANYWHERE.search(line):
+            hidden_header = line
     warned = f"; it warned: {quote(warnings[0])}" if warnings else ""
     if columns is None:
-        raise ParseError(f"{TOOL}: no results table (no '#  size  count  type ...' header) in the output{warned}")
+        behind = ""
+        if hidden_header is not None:
+            behind = (f"; a table header was found behind a line prefix gpuctl does not know: "
+                      f"{quote(hidden_header)} (remove the prefix, e.g. with sed)")
+        raise ParseError(
+            f"{TOOL}: no results table (no '#  size  count  type ...' header) in the output{behind}{warned}"
+        )
     if not rows:
         raise ParseError(f"{TOOL}: the results table has a header but no rows (truncated run?){warned}")
     if avg is None:
@@ -252,6 +444,7 @@ def parse_nccl_tests(text: str) -> NcclResult:
             f"{TOOL}: no '# Avg bus bandwidth' line after the last row "
             f"{quote(str(rows[-1].size_bytes) + ' bytes ...')} (truncated run?){warned}"
         )
+    test, candidates, evidence = _identify(test, binaries, rows, columns)
     numeric_wrong = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
     return NcclResult(
         test=test,
@@ -267,4 +460,39 @@ def parse_nccl_tests(text: str) -> NcclResult:
         out_of_bounds=oob,
         nranks=nranks,
         notes=tuple(warnings),
+        collective=candidates[0] if len(candidates) == 1 else None,
+        collective_candidates=candidates,
+        collective_evidence=evidence,
     )
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def parse_nccl_tests(text: str) -> NcclResult:
+    """Parse the output of nccl-tests (any collective; one run or several, see the module
+    docstring)."""
+    lines = [_strip_prefix(line) for line in require_text(text, TOOL).splitlines()]
+    chunks = _split_runs(lines)
+    if len(chunks) == 1:
+        return _parse_run(chunks[0])
+    runs: list[NcclResult] = []
+    for i, chunk in enumerate(chunks, 1):
+        try:
+            runs.append(replace(_parse_run(chunk), run=i))
+        except ParseError as exc:
+            raise ParseError(f"run {i} of {len(chunks)} in this output: {exc}") from None
+    worst = min(runs, key=lambda r: r.large_msg_busbw_gb_s)  # the first of equals
+    listing = "; ".join(
+        f"run {r.run} {r.test or r.collective or 'collective not identified'}: avg busbw {r.avg_busbw_gb_s:g} GB/s, "
+        f"{r.large_msg_busbw_gb_s:.2f} GB/s at {_size(r.largest_size_bytes)}, {r.gpus} ranks"
+        for r in runs
+    )
+    summary = (f"{len(runs)} nccl-tests runs in this output ({listing}); each run is judged on its own; "
+               f"the figures shown are run {worst.run}'s (the lowest large-message bus bandwidth)")
+    notes = (summary, *dict.fromkeys(n for r in runs for n in r.notes))
+    return replace(worst, notes=notes, runs=tuple(runs))

@@ -11,6 +11,21 @@ Output from the server and the client concatenated, or interleaved line by line,
 rows; duplicates are dropped. The headline figures are taken at the largest message size:
 `bw_avg_gbit_s` is the lowest average reported for that size (server and client may
 differ), `bw_peak_gbit_s` the highest peak of any row.
+
+Bidirectional runs (``-b``; banner ``RDMA_Write Bidirectional BW Test``). Each side
+sends, and the row perftest prints is the SUM of both directions: ``print_full_bw_report``
+adds the peer's report to its own (``bw_avg += rem_bw_rep->bw_avg``). `BwResult.bidirectional`
+says so and `bw_avg_gbit_s` stays the figure as printed; `bw_avg_per_direction_gbit_s`
+is what a per-port (one-direction) threshold can be compared with: each direction's own
+figure when ``--report_both`` printed them ("Local results" / "Remote results"), else
+the mean of the two (half the sum; how the sum splits between the directions is not in
+the output). Not covered: ``ib_send_bw -b -D`` and ``--run_infinitely`` print only this
+side's direction (``print_report_bw`` passes no peer report there), which the output does
+not mark; a bidirectional send section is read as a sum like the others.
+
+Peak not measured. In duration mode (``-D``), with ``--run_infinitely`` or ``-N`` perftest
+does not measure the peak and prints ``BW peak`` as 0.00 (``peak_up = !(noPeak) * ...``),
+announcing ``WARNING: BW peak won't be measured in this run.``; such a peak is None, not 0.
 """
 
 from __future__ import annotations
@@ -38,15 +53,26 @@ _LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[usec\]")
 _LAT_ROW = re.compile(r"^\s*(\d+)\s+(\d+)((?:\s+[\d.]+)+)\s*$")
 # " Couldn't connect to 10.0.0.2:18515"  /  "Unable to open file descriptor for socket connection"
 _ERROR = re.compile(r"Couldn't|Unable to|Failed to|failed to|\bERROR\b|Error:|No IB devices found")
+# " WARNING: BW peak won't be measured in this run." (-D, --run_infinitely, -N)
+_NO_PEAK = re.compile(r"BW peak won't be measured")
+# "[vultr@Aliyun3 ~]$ sudo ib_write_bw -b  -d ionic_1 --gid-index 1 -F --report_gbits -a -n 5000 -q 4"
+_CMD_BIDIRECTIONAL = re.compile(r"\bib_\w+_bw\b.*\s(?:-b|--bidirectional)(?:\s|$)")
+# " Local results: " / " Remote results: " (-b --report_both: each side's own direction)
+_REPORT_BOTH = re.compile(r"^\s*(Local|Remote) results:\s*$")
 
 
 @dataclass(frozen=True)
 class BwRow:
     size_bytes: int
     iterations: int
-    peak_gbit_s: float
+    peak_gbit_s: float | None  # None: perftest did not measure the peak (printed 0.00)
     avg_gbit_s: float
     msg_rate_mpps: float
+
+
+def _avg_at_largest(rows: tuple[BwRow, ...]) -> float:
+    size = max(r.size_bytes for r in rows)
+    return min(r.avg_gbit_s for r in rows if r.size_bytes == size)
 
 
 @dataclass(frozen=True)
@@ -57,6 +83,14 @@ class BwResult:
     link_type: str | None
     test: str | None = None  # "ib_write_bw", "ib_read_bw", ... from the section banner
     others: tuple[BwResult, ...] = ()  # the other tests of the same session, each named
+    bidirectional: bool = False  # -b: every row is the sum of both directions
+    local_rows: tuple[BwRow, ...] = ()  # -b --report_both: this side sending, alone
+    remote_rows: tuple[BwRow, ...] = ()  # -b --report_both: the peer sending, alone
+
+    @property
+    def label(self) -> str:
+        """The test's name, marked when bidirectional ("ib_write_bw_bidirectional")."""
+        return f"{self.test or 'bw'}{'_bidirectional' if self.bidirectional else ''}"
 
     @property
     def msg_size_bytes(self) -> int:
@@ -64,11 +98,31 @@ class BwResult:
 
     @property
     def bw_avg_gbit_s(self) -> float:
-        return min(r.avg_gbit_s for r in self.rows if r.size_bytes == self.msg_size_bytes)
+        """As printed, at the largest size: for a bidirectional run the SUM of both directions."""
+        return _avg_at_largest(self.rows)
 
     @property
-    def bw_peak_gbit_s(self) -> float:
-        return max(r.peak_gbit_s for r in self.rows)
+    def bw_peak_gbit_s(self) -> float | None:
+        """The highest peak of any row; None when perftest measured none (duration mode)."""
+        peaks = [r.peak_gbit_s for r in self.rows if r.peak_gbit_s is not None]
+        return max(peaks) if peaks else None
+
+    @property
+    def direction_avgs_gbit_s(self) -> tuple[float, float] | None:
+        """(local, remote) averages at the largest size when ``--report_both`` printed them."""
+        if not (self.local_rows and self.remote_rows):
+            return None
+        return _avg_at_largest(self.local_rows), _avg_at_largest(self.remote_rows)
+
+    @property
+    def bw_avg_per_direction_gbit_s(self) -> float:
+        """One direction's bandwidth: the figure itself for a unidirectional run; for a
+        bidirectional one the weaker direction when ``--report_both`` gave both, else the
+        mean of the two (half the printed sum)."""
+        if not self.bidirectional:
+            return self.bw_avg_gbit_s
+        both = self.direction_avgs_gbit_s
+        return min(both) if both else self.bw_avg_gbit_s / 2
 
 
 # " Dual-port       : OFF\t\tDevice         : ib0"
@@ -81,16 +135,26 @@ def _first_error(lines: list[str]) -> str | None:
     return next((ln for ln in lines if _ERROR.search(ln)), None)
 
 
-# "                    RDMA_Write BW Test" (the banner that opens each test's section)
-_BW_BANNER = re.compile(r"^\s*(RDMA_Write|RDMA_Read|Send|Atomic)\s+BW Test\s*$")
-_BANNER_TEST = {"RDMA_Write": "ib_write_bw", "RDMA_Read": "ib_read_bw", "Send": "ib_send_bw",
-                "Atomic": "ib_atomic_bw"}
+# The banner that opens each test's section (perftest's ctx_print_test_info: verb, atomic
+# type, "Bidirectional" with -b, "Post List" with -l, "BW"):
+# "                    RDMA_Write BW Test"
+# "                    RDMA_Write Bidirectional BW Test"
+# "                    Atomic FETCH_AND_ADD BW Test"
+_BW_BANNER = re.compile(
+    r"^\s*(RDMA_Write_imm|RDMA_Write|RDMA_Read|Send|Atomic)(?:\s+(?:CMP_AND_SWAP|FETCH_AND_ADD))?"
+    r"(\s+Bidirectional)?(?:\s+Post List)?\s+BW(?:\s+forwarding)?(?:\s+Multicast)?\s+Test\s*$")
+_BANNER_TEST = {"RDMA_Write_imm": "ib_write_bw", "RDMA_Write": "ib_write_bw", "RDMA_Read": "ib_read_bw",
+                "Send": "ib_send_bw", "Atomic": "ib_atomic_bw"}
 
 
 @dataclass
 class _Section:
+    bidirectional: bool = False
+    no_peak: bool = False
     unit: str | None = None
     rows: list[BwRow] = field(default_factory=list)
+    local: list[BwRow] = field(default_factory=list)
+    remote: list[BwRow] = field(default_factory=list)
     device: str | None = None
     link_type: str | None = None
 
@@ -99,36 +163,53 @@ def parse_ib_write_bw(text: str) -> BwResult:
     """Parse `ib_write_bw` (or `ib_read_bw`, `ib_send_bw`) output, server and/or client.
 
     A session that ran several tests (``ib_read_bw`` then ``ib_write_bw``) is split at each
-    test's banner (``RDMA_Read BW Test``, ...): the result is the ``ib_write_bw`` section
-    when there is one, else the first; the other sections are in `BwResult.others`."""
+    test's banner (``RDMA_Read BW Test``, ...): the result is the unidirectional
+    ``ib_write_bw`` section when there is one, else the bidirectional one, else the first;
+    the other sections are in `BwResult.others`. A bidirectional section is told by its
+    banner; output without a banner is bidirectional when the ``ib_*_bw`` command line in
+    it has ``-b``/``--bidirectional``."""
     text = require_text(text, TOOL_BW)
     lines = text.splitlines()
-    sections: dict[str | None, _Section] = {}
+    sections: dict[tuple[str, bool] | None, _Section] = {}
     cur = sections.setdefault(None, _Section())
+    part = cur.rows  # where rows go: the section's own, or its --report_both local/remote
+    no_peak = False  # the peak warning is printed before the banner of its run
     for line in lines:
         if m := _BW_BANNER.match(line):
-            cur = sections.setdefault(_BANNER_TEST[m.group(1)], _Section())
+            cur = sections.setdefault((_BANNER_TEST[m.group(1)], bool(m.group(2))), _Section(bool(m.group(2))))
+            cur.no_peak, no_peak, part = cur.no_peak or no_peak, False, cur.rows
+        elif _NO_PEAK.search(line):
+            no_peak = True
+        elif _CMD_BIDIRECTIONAL.search(line):
+            sections[None].bidirectional = True  # the banner, where there is one, decides
+        elif m := _REPORT_BOTH.match(line):
+            part = cur.local if m.group(1) == "Local" else cur.remote
         elif m := _BW_HEADER.search(line):
             if cur.unit is not None and m.group(2) != cur.unit:
                 raise ParseError(f"{TOOL_BW}: mixed units in one output: {quote(line)}")
             cur.unit = m.group(2)
         elif cur.unit is not None and (m := _BW_ROW.match(line)):
             factor = 1.0 if cur.unit == "Gb" else _MBS_TO_GBITS
+            cur.no_peak, no_peak = cur.no_peak or no_peak, False
+            peak = to_float(m.group(3), TOOL_BW, line) * factor
+            avg = to_float(m.group(4), TOOL_BW, line) * factor
             row = BwRow(
                 size_bytes=int(m.group(1)),
                 iterations=int(m.group(2)),
-                peak_gbit_s=to_float(m.group(3), TOOL_BW, line) * factor,
-                avg_gbit_s=to_float(m.group(4), TOOL_BW, line) * factor,
+                # a peak of 0.00 under a non-zero average is one perftest did not measure
+                peak_gbit_s=None if cur.no_peak or (peak == 0 and avg > 0) else peak,
+                avg_gbit_s=avg,
                 msg_rate_mpps=to_float(m.group(5), TOOL_BW, line),
             )
-            if row not in cur.rows:
-                cur.rows.append(row)
+            if row not in part:
+                part.append(row)
         elif cur.device is None and (m := _DEVICE.search(line)):
             cur.device = m.group(1)
         elif cur.link_type is None and (m := _LINK_TYPE.search(line)):
             cur.link_type = m.group(1)
-    done = [BwResult(f"{sec.unit}/sec", tuple(sec.rows), sec.device, sec.link_type, test)
-            for test, sec in sections.items() if sec.unit is not None and sec.rows]
+    done = [BwResult(f"{sec.unit}/sec", tuple(sec.rows), sec.device, sec.link_type, key[0] if key else None,
+                     bidirectional=sec.bidirectional, local_rows=tuple(sec.local), remote_rows=tuple(sec.remote))
+            for key, sec in sections.items() if sec.unit is not None and sec.rows]
     if not done:
         err = _first_error(lines)
         if err:
@@ -136,7 +217,8 @@ def parse_ib_write_bw(text: str) -> BwResult:
         unit_seen = any(sec.unit is not None for sec in sections.values())
         what = "a header but no rows" if unit_seen else "no '#bytes #iterations BW peak[...] BW average[...]' header"
         raise ParseError(f"{TOOL_BW}: {what} in the output (truncated run?)")
-    main = next((r for r in done if r.test == TOOL_BW), done[0])
+    main = next((r for r in done if r.test == TOOL_BW and not r.bidirectional),
+                next((r for r in done if r.test == TOOL_BW), done[0]))
     return replace(main, others=tuple(r for r in done if r is not main))
 
 
