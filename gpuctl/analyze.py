@@ -186,7 +186,8 @@ def _gdsio_figures(r: GdsioResult) -> list[Figure]:
 
 def _xid_figures(r: XidResult) -> list[Figure]:
     return [Figure("xid_events", len(r.events)), Figure("xid_codes", list(r.codes)),
-            Figure("sxid_events", len(r.sxid_events))]
+            Figure("sxid_events", len(r.sxid_events)),
+            Figure("gpus_lost", sorted({e.bus_id or "unnamed" for e in r.lost}))]
 
 
 def _training_figures(r: TrainingResult) -> list[Figure]:

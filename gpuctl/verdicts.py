@@ -30,8 +30,9 @@ from gpuctl.parsers.nvlink import NvlinkResult
 from gpuctl.parsers.perftest import BwResult, LatResult
 from gpuctl.parsers.topo import TopoResult
 from gpuctl.parsers.training import TrainingResult
-from gpuctl.parsers.xid import FALLEN_OFF_BUS, INIT_FAILED, PROBE_FAILED, GpuLostEvent, XidEvent, XidResult
+from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
+from gpuctl.xidpolicy import FAIL, PASS, WARN, xid_findings
 
 
 class Status(StrEnum):
@@ -806,122 +807,18 @@ def judge_dcgm(result: DcgmResultSet, sku: Sku | None = None, subject: Subject =
 
 # ---------------------------------------------------------------- xid
 
-_XID_REMEDIATION = {79: Remediation.RESEAT_OR_REPLACE, 74: Remediation.RESEAT_OR_REPLACE}
-
-# Xid 154 names the recovery action the driver now requires. The labels the driver prints
-# ("None", "Drain P2P", "Drain and Reset", "GPU Reset Required", "Node Reboot Required", per
-# NVIDIA's Xid catalog; "PF FLR" and "OS Reboot" seen in real logs) are matched by their words,
-# and an unknown label by its number (NVML nvmlDeviceGpuRecoveryAction_t). gpuctl has no
-# "GPU reset" remediation class: a reset is asked for as REBOOT, which also resets the GPU.
-# None: no action needed (the verdict passes).
-_RECOVERY_ACTION_SOURCE = ("NVIDIA Xid Catalog (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html): "
-                           "Xid 154 summarises the recovery action required; NVIDIA GPU Memory Error Management, "
-                           "Error Recovery and Response Flags: None / Reset / Reboot / Drain P2P / Drain and Reset")
-_RECOVERY_WORDS: tuple[tuple[str, Remediation | None], ...] = (
-    ("none", None),
-    ("reboot", Remediation.REBOOT),  # "Node Reboot Required", "OS Reboot", "System Reboot"
-    ("drain p2p", Remediation.RERUN),  # quiesce peer-to-peer work, then read the action again
-    ("reset", Remediation.REBOOT),  # "GPU Reset Required", "Drain and Reset", "Bus Reset"
-    ("flr", Remediation.REBOOT),  # "PF FLR": a function-level reset of the GPU
-    ("imex", Remediation.RECONFIGURE),  # "Recover IMEX Domain"
-)
-_RECOVERY_CODES: dict[int, Remediation | None] = {
-    0: None, 1: Remediation.REBOOT, 2: Remediation.REBOOT, 3: Remediation.RERUN, 4: Remediation.REBOOT,
-    5: Remediation.RECONFIGURE, 6: Remediation.REBOOT, 7: Remediation.REBOOT,
-}
-
-
-def _recovery_remediation(label: str | None, code: int | None) -> tuple[bool, Remediation | None]:
-    """(recognised, remediation) for Xid 154's new action; remediation None: nothing to do."""
-    text = (label or "").lower()
-    for word, remediation in _RECOVERY_WORDS:
-        if (text == word) if word == "none" else (word in text):
-            return True, remediation
-    if code in _RECOVERY_CODES:
-        return True, _RECOVERY_CODES[code]
-    return False, Remediation.REBOOT
-
-
-_LOST_SOURCE = ("NVIDIA driver (nv.c): 'has fallen off the bus and is not responding to commands' when the GPU's "
-                "registers read 0xFFFFFFFF at probe, then 'probe of <bdf> failed'; NVIDIA Xid Catalog: Xid 79 "
-                "(GPU has fallen off the bus) is RESTART_BM")
-_LOST_WORDS = {FALLEN_OFF_BUS: "fell off the bus", PROBE_FAILED: "driver probe failed",
-               INIT_FAILED: "RmInitAdapter failed"}
-
-
-def _judge_xid_event(e: XidEvent, fatal: set[int], source: str, s: Subject) -> Verdict:
-    """The YAML list decides which codes can fail. Within it, a line that carries the driver's own
-    judgement follows it: Xid 154 its recovery action, NVLink5 Xids their Fatal/Nonfatal word.
-    An "RST: Yes" / "D-RST: Yes" flag fails whatever the code: the driver has marked the GPU for reset."""
-    what = f"{s.label()}: Xid {e.xid}" + (f" (GPU instance {e.gpu_instance})" if e.gpu_instance else "")
-    msg = e.message or "no message"
-
-    def verdict(status: Status, remediation: Remediation, text: str, src: str = source) -> Verdict:
-        return Verdict("xid", status, s, e.xid, None, "", src, remediation, text)
-
-    if e.xid == 154 and e.xid in fatal:
-        known, action = _recovery_remediation(e.recovery_action, e.recovery_action_code)
-        if not known:
-            return verdict(Status.FAIL, Remediation.REBOOT,
-                           f"{what} ({msg}): recovery action not recognised, treated as a reset",
-                           _RECOVERY_ACTION_SOURCE)
-        if action is None:
-            return verdict(Status.PASS, Remediation.NONE,
-                           f"{what} ({msg}): recovery action now '{e.recovery_action}', nothing to do",
-                           _RECOVERY_ACTION_SOURCE)
-        return verdict(Status.FAIL, action, f"{what} ({msg}): the driver requires '{e.recovery_action}'",
-                       _RECOVERY_ACTION_SOURCE)
-    if e.reset_required or e.drain_and_reset_required:
-        flag = "RST: Yes" if e.reset_required else "D-RST: Yes"
-        return verdict(Status.FAIL, Remediation.REBOOT, f"{what} ({msg}): the driver marks the GPU for reset ({flag})",
-                       source + "; driver kern_gpu_ga100.c: RST = GPU reset required, D-RST = drain and reset required")
-    if e.xid in fatal and e.severity == "Nonfatal":
-        return verdict(Status.WARN, Remediation.NONE, f"{what} ({msg}): the driver marks it Nonfatal")
-    if e.xid in fatal:
-        return verdict(Status.FAIL, _XID_REMEDIATION.get(e.xid, Remediation.REBOOT), f"{what} ({msg}) is fatal")
-    return verdict(Status.WARN, Remediation.NONE, f"{what} ({msg}), not in the fatal list")
-
-
-def _details(events: Sequence[GpuLostEvent], kind: str) -> list[str]:
-    return list(dict.fromkeys(e.detail for e in events if e.kind == kind and e.detail))
-
-
-def _judge_lost(lost: Sequence[GpuLostEvent], xid79: set[str], subject: Subject) -> list[Verdict]:
-    """One verdict per GPU the driver lost without an Xid. A GPU whose Xid 79 is in the same log is
-    already failed by that Xid (same remediation): its lost-GPU lines add no second verdict."""
-    by_gpu: dict[str | None, list[GpuLostEvent]] = {}
-    for e in lost:
-        by_gpu.setdefault(e.gpu, []).append(e)
-    out = []
-    for gpu, evs in by_gpu.items():
-        if gpu is not None and gpu in xid79:
-            continue
-        kinds = [k for k in (FALLEN_OFF_BUS, PROBE_FAILED, INIT_FAILED) if any(e.kind == k for e in evs)]
-        bus_id = next((e.bus_id for e in evs if e.bus_id), None)
-        s = Subject(subject.node, bus_id=bus_id)
-        where = s.label() if bus_id else f"{s.label()}: a GPU (the log names no PCI address)"
-        found = "; ".join(_LOST_WORDS[k] + "".join(f" ({d})" for d in _details(evs, k)) for k in kinds)
-        fallen = FALLEN_OFF_BUS in kinds
-        out.append(Verdict(
-            "gpu_lost", Status.FAIL, s, kinds[0], "on the bus and initialised", "", _LOST_SOURCE,
-            Remediation.RESEAT_OR_REPLACE if fallen else Remediation.REBOOT,
-            f"{where}: {found}, with no Xid line"
-            + ("" if fallen else "; read the driver lines before it (firmware, BAR, driver/GPU mismatch)")))
-    return out
+_STATUS = {PASS: Status.PASS, WARN: Status.WARN, FAIL: Status.FAIL}
 
 
 def judge_xid(result: XidResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """Each finding of `gpuctl.xidpolicy` (the policy verify's fatal-Xid check applies too)."""
     health = load_health()
-    fatal = set(health.xid_fatal.codes)
-    out = [_judge_xid_event(e, fatal, health.xid_fatal.source, Subject(subject.node, bus_id=e.bus_id))
-           for e in result.events]
-    out += _judge_lost(result.lost, {e.bus_id for e in result.events if e.xid == 79}, subject)
-    for e in result.sxid_events:
-        s = Subject(subject.node, bus_id=e.bus_id, port=e.switch)
-        status = Status.FAIL if e.fatal else Status.WARN
-        out.append(Verdict("sxid", status, s, e.sxid, None, "", "NVSwitch SXid: 'Fatal' marks a fatal error",
-                           Remediation.REBOOT if e.fatal else Remediation.NONE,
-                           f"{s.label()}: SXid {e.sxid}: {e.message}"))
+    out = []
+    for f in xid_findings(result, health):
+        s = Subject(subject.node, bus_id=f.bus_id, port=f.port)
+        threshold = "on the bus and initialised" if f.check == "gpu_lost" else None
+        out.append(Verdict(f.check, _STATUS[f.status], s, f.value, threshold, "", f.source, f.remediation,
+                           f"{s.label()}: {f.text}"))
     if not out:
         out.append(Verdict("xid", Status.PASS, subject, 0, 0, "events", health.xid_fatal.source, Remediation.NONE,
                            f"{subject.label()}: no Xid/SXid events in {result.lines_read} log lines"))

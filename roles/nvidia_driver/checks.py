@@ -28,6 +28,7 @@ from gpuctl.checks.api import (
 from gpuctl.checks.probe import Probe, nvml_remediation
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiFailure
 from gpuctl.spec import NodeSpec
+from gpuctl.xidpolicy import FAIL, xid_findings
 
 ROLE = "nvidia_driver"
 
@@ -253,16 +254,15 @@ def test_nvlink_pair(host, spec, probe, item):
 
 
 def test_no_fatal_xid(host, spec, probe):
-    """No fatal Xid (GPU) or fatal SXid (NVSwitch) in this boot's kernel log."""
+    """No fatal Xid (GPU), no GPU lost without an Xid (fell off the bus, probe failed) and no
+    fatal SXid (NVSwitch) in this boot's kernel log — judged by `gpuctl.xidpolicy`, the policy
+    `gpuctl analyze xid` applies (Xid 154 by its recovery action, RST: Yes fails any Xid)."""
     health = load_health()
-    fatal_codes = set(health.xid_fatal.codes)
-    log = probe.kernel_log()
-    fatal = [e for e in log.events if e.xid in fatal_codes]
-    sfatal = [e for e in log.sxid_events if e.fatal]
-    if not fatal and not sfatal:
+    failed = [f for f in xid_findings(probe.kernel_log(), health) if f.status == FAIL]
+    if not failed:
         return
-    found = [f"Xid {e.xid} on {e.bus_id} ({e.message.strip() or 'no message'})" for e in fatal] + \
-            [f"SXid {e.sxid} on {e.switch} ({e.message.strip()})" for e in sfatal]
-    remediation = Remediation.RESEAT_OR_REPLACE if any(e.xid in (74, 79) for e in fatal) else Remediation.REBOOT
-    fail(f"fatal GPU errors in the kernel log: {'; '.join(found)}",
-         expected=f"no fatal Xid ({health.xid_fatal.source})", found="; ".join(found), remediation=remediation)
+    found = "; ".join(f"{f.port or f.bus_id or 'node'}: {f.text}" for f in failed)
+    ranked = [Remediation.RESEAT_OR_REPLACE, Remediation.REBOOT, Remediation.RECONFIGURE, Remediation.RERUN]
+    remediation = next((r for r in ranked if any(f.remediation is r for f in failed)), failed[0].remediation)
+    fail(f"fatal GPU errors in the kernel log: {found}",
+         expected=f"no fatal Xid and no lost GPU ({health.xid_fatal.source})", found=found, remediation=remediation)

@@ -202,3 +202,11 @@ def test_table_keeps_every_status_and_remediation_on_an_80_column_terminal(monke
     assert statuses == [v["status"] for v in doc["verdicts"]]
     assert max(len(line) for line in res.output.splitlines() if line[:1] in "┏┃┡│└") <= 80
     assert "→" in res.output and "reseat_or" in res.output  # the gpu_count failure's remediation
+
+
+def test_xid_figures_name_the_gpus_lost_without_an_xid() -> None:
+    """A fell-off-the-bus log showed xid_events 0 and nothing else while it failed."""
+    res = run("xid", str(FIX / "xid" / "syslog-h100-fallen-off-bus-no-xid-probe-failed.txt"), "--json")
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.output)
+    assert doc["figures"]["gpus_lost"]["value"] == ["0000:5d:00.0"] and doc["figures"]["xid_events"]["value"] == 0

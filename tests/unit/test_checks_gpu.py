@@ -227,8 +227,32 @@ def test_proc_driver_version_is_read_when_sys_module_has_none():
 def test_fatal_xid_in_the_kernel_log_fails_naming_the_gpu(h100):
     p = probe(h100, {"dmesg": fixture("xid/dmesg-xid79-xid13-synthetic.txt")})
     f = failure(drv.test_no_fatal_xid, h100, p)
-    assert "Xid 79 on 0000:18:00" in f.found and "Xid 13" not in f.found
+    assert "0000:18:00: Xid 79 (" in f.found and "Xid 13" not in f.found
     assert f.remediation is Remediation.RESEAT_OR_REPLACE
+
+
+@pytest.mark.parametrize(("name", "needle", "remediation"), [
+    # a GPU lost with no Xid line passed verify: the check only looked for fatal Xid codes
+    ("xid/syslog-h100-fallen-off-bus-no-xid-probe-failed.txt", "fell off the bus", Remediation.RESEAT_OR_REPLACE),
+    ("xid/dmesg-h100-fallen-off-bus-no-xid-after-reload.txt", "fell off the bus", Remediation.RESEAT_OR_REPLACE),
+    # Xid 154 asking for a drain and reset, Xid 149 NETIR fatal (GB200)
+    ("xid/journalctl-gb200-xid149-netir-fatal-xid154-drain-reset.txt", "Drain and Reset", Remediation.REBOOT),
+])
+def test_verify_fails_what_analyze_xid_fails(h100, name, needle, remediation):
+    """verify's fatal-Xid check and `gpuctl analyze xid` share gpuctl.xidpolicy."""
+    from gpuctl.analyze import analyze_text
+    from gpuctl.verdicts import Status
+    assert analyze_text("xid", fixture(name)).status is Status.FAIL
+    f = failure(drv.test_no_fatal_xid, h100, probe(h100, {"dmesg": fixture(name)}))
+    assert needle in f.found and f.remediation is remediation
+
+
+def test_xid154_recovery_action_none_passes_verify(h100):
+    """Xid 154 is in the fatal list, but 'None' as its new recovery action needs nothing;
+    the check failed on the code alone."""
+    line = ("[ 1234.567890] NVRM: Xid (PCI:0000:18:00): 154, GPU recovery action changed from 0x4 (Drain and "
+            "Reset) to 0x0 (None)\n")
+    drv.test_no_fatal_xid(None, h100, probe(h100, {"dmesg": line}))
 
 
 def test_clean_kernel_log_passes(h100):
