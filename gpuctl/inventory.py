@@ -589,6 +589,10 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
                     err(("role_vars", key), f"{x!r} would let mkfs overwrite an existing filesystem; "
                         "the role never does (a wipe is an explicit --allow-wipe with storage.raid.wipe)")
 
+    # handover: the customer's accounts and keys are checked now, not at the end of a
+    # turnkey run hours later
+    _handover_problems(inv, err)
+
     # CPU memory
     if sku is not None:
         floor = (inv.hardware.min_cpu_memory_gib or sku.min_cpu_memory_gib).value
@@ -599,6 +603,32 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
     if inv.preflight.min_free_root_gib is not None and not inv.preflight.source:
         err(("preflight",), "an override needs a source saying why")
     return out
+
+
+def _handover_problems(inv: Inventory, err: Any) -> None:
+    from gpuctl.handover import parse_public_key
+
+    h = inv.handover
+    seen: set[str] = set()
+    for i, a in enumerate(h.accounts):
+        if a.name == "root":
+            err(("handover", "accounts", i, "name"), "root is not a customer account (give the customer their own "
+                "account with sudo: true)")
+        if a.name == inv.ssh.user and a.name != "root":
+            err(("handover", "accounts", i, "name"), f"'{a.name}' is the SSH user gpuctl works as (ssh.user): "
+                "handing it over would replace its authorized_keys, and the provider's key with them, in the "
+                "middle of the run; give the customer an account of their own")
+        if a.name in seen:
+            err(("handover", "accounts", i, "name"), f"account '{a.name}' is listed twice")
+        seen.add(a.name)
+        for j, key in enumerate(a.ssh_keys):
+            try:
+                parse_public_key(key, "key")
+            except InputError as exc:
+                err(("handover", "accounts", i, "ssh_keys", j), str(exc).removeprefix("key: "))
+    if h.remove_provider_key and not any(a.sudo and a.ssh_keys for a in h.accounts):
+        err(("handover", "remove_provider_key"), "needs at least one account with sudo: true and a key; removing "
+            "the provider key would lock everyone out")
 
 
 def role_defaults() -> dict[str, Any]:

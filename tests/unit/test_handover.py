@@ -3,6 +3,7 @@ keep someone able to log in, the real SSH login check's failure path."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -35,10 +36,12 @@ def keys(tmp_path):
     return {n: keypair(tmp_path, n) for n in ("alice", "bob", "provider")}
 
 
-def loaded_with(handover: str, ssh_key: str | None = None):
+def loaded_with(handover: str, ssh_key: str | None = None, ssh_user: str | None = None):
     text = (LAB_INVENTORY).read_text()
     if ssh_key:
         text = text.replace("key: ~/.local/state/gpuctl/lab/id_ed25519", f"key: {ssh_key}")
+    if ssh_user:
+        text = text.replace("ssh: {user: root,", f"ssh: {{user: {ssh_user},")
     return load_inventory_text(text + handover, "inv.yaml", inventories_dir())
 
 
@@ -87,11 +90,13 @@ def test_plan_renders_keys_and_probe_account(keys):
     assert alice.home == "/home/alice"
 
 
-def test_removal_without_a_sudo_account_is_refused(keys):
-    loaded = loaded_with("handover:\n  remove_provider_key: true\n  accounts:\n"
-                         f"    - {{name: bob, ssh_keys: ['{keys['bob']}'], sudo: false}}\n")
-    with pytest.raises(InputError, match="lock everyone out"):
-        plan_handover(loaded, provider_key=keys["provider"])
+def test_removal_without_a_sudo_account_is_refused_when_the_inventory_loads(keys):
+    """Refused by `inventory validate` (file:line), not at the end of a turnkey run."""
+    with pytest.raises(InputError) as exc:
+        loaded_with("handover:\n  remove_provider_key: true\n  accounts:\n"
+                    f"    - {{name: bob, ssh_keys: ['{keys['bob']}'], sudo: false}}\n")
+    assert any(re.match(r"inv\.yaml:\d+: handover\.remove_provider_key: .*lock everyone out", p)
+               for p in exc.value.problems), exc.value.problems
 
 
 def test_provider_key_listed_as_customer_key_is_refused(keys):
@@ -101,11 +106,27 @@ def test_provider_key_listed_as_customer_key_is_refused(keys):
         plan_handover(loaded, provider_key=keys["provider"])
 
 
-def test_bad_customer_key_is_located(keys):
-    loaded = loaded_with("handover:\n  accounts:\n    - {name: alice, ssh_keys: ['ssh-ed25519 AAAA']}\n")
+@pytest.mark.parametrize(("account", "needle"), [
+    ("{name: alice, ssh_keys: ['ssh-ed25519 AAAA']}", r"ssh_keys\[0\]: the key data is not a ssh-ed25519 key"),
+    ("{name: alice, ssh_keys: ['command=\"/bin/sh\" ssh-ed25519 AAAA']}", r"ssh_keys\[0\]: .*options are not accepted"),
+    ("{name: alice, ssh_keys: [\"ssh-ed25519 AAAA\\nssh-rsa BBBB\"]}", r"ssh_keys\[0\]: expected one public key line"),
+    ("{name: root, ssh_keys: ['KEY']}", r"name: root is not a customer account"),
+])
+def test_bad_accounts_and_keys_are_located_when_the_inventory_loads(keys, account: str, needle: str):
+    """A malformed customer key or a root account was only found by `gpuctl handover`,
+    i.e. at the end of a turnkey run after provision, verify and bench."""
     with pytest.raises(InputError) as exc:
-        plan_handover(loaded)
-    assert "handover.accounts[0].ssh_keys[0]" in str(exc.value)
+        loaded_with("handover:\n  accounts:\n    - " + account.replace("KEY", keys["alice"]) + "\n")
+    assert any(re.match(rf"inv\.yaml:\d+: handover\.accounts\[0\]\.{needle}", p) for p in exc.value.problems), \
+        exc.value.problems
+
+
+def test_the_ssh_user_is_not_handed_over(keys):
+    with pytest.raises(InputError) as exc:
+        loaded_with(f"handover:\n  accounts:\n    - {{name: ubuntu, ssh_keys: ['{keys['alice']}']}}\n",
+                    ssh_user="ubuntu")
+    assert any("handover.accounts[0].name: 'ubuntu' is the SSH user gpuctl works as" in p
+               for p in exc.value.problems), exc.value.problems
 
 
 def test_provider_public_key_from_pub_file_or_private_key(tmp_path, keys):
