@@ -99,25 +99,56 @@ def test_no_payload_reaches_a_shell_unquoted(fake, role: str, payload: str) -> N
 
 def _proceeding_responses(role: str, spec) -> dict:
     """Host facts under which the role gets past its own preconditions (the SSH interface
-    found, blank NVMe drives, the Lustre module built), so its later commands are checked too:
-    without them network, nvme_raid and lustre_client refuse early and emit little."""
+    found, blank NVMe drives, the Lustre module built, the driver module built for the boot
+    kernel), so its later commands are checked too: without them these roles refuse early
+    and emit little."""
     import test_role_lustre_client as lustre
     import test_role_network as network
+    import test_role_nvidia_driver as driver
     import test_role_nvme_raid as raid
+    from gpu_scenarios import responses
 
     return {"network": network.fresh, "nvme_raid": raid.responses,
-            "lustre_client": lambda: lustre.fresh(spec)}[role]()
+            "lustre_client": lambda: lustre.fresh(spec),
+            "nvidia_repo": lambda: responses("ubuntu2204-fresh"),
+            "nvidia_driver": lambda: driver.Node().responses("ubuntu2204-fresh")}[role]()
+
+
+DEEP_ROLES = ["network", "nvme_raid", "lustre_client", "nvidia_repo", "nvidia_driver"]
+
+
+def _deep_specs(fake, tmp_path, role: str, payload: str) -> list:
+    """The poisoned spec of one node whose role proceeds: an inventory with a verified key
+    (nvidia_repo refuses to go on without one), the repository URLs poisoned as well."""
+    from gpu_scenarios import inventory
+
+    base = inventory(tmp_path, "ubuntu2204") if role.startswith("nvidia_") else "h100-8x4.yaml"
+    specs = [_poison(s, payload) for s in fake.specs(base, limit=("gpu-01",))]
+    out = []
+    for s in specs:
+        repo = s.repo.model_copy(update={"url": f"https://mirror.example/{payload}/",
+                                         "keyring_url": f"https://mirror.example/{payload}.pub",
+                                         "keyring_path": f"/usr/share/keyrings/{payload}.gpg",
+                                         "apt_proxy": f"http://proxy.example:3128/{payload}"})
+        # string knobs poisoned; the per-OS renderer map left alone so the role has one to use;
+        # the driver's confirm command is a command by design (validated as one) and its
+        # reboot timing knobs are numbers
+        knobs = {k: f"{payload}rv" for k in _string_role_vars()
+                 if k not in ("nvidia_driver_confirm_command",)}
+        out.append(s.model_copy(update={"roles": {r: "" for r in s.roles}, "repo": repo, "role_vars": knobs}))
+    return out
 
 
 @pytest.mark.deploy
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: repr(p))
-@pytest.mark.parametrize("role", ["network", "nvme_raid", "lustre_client"])
-def test_no_payload_reaches_a_shell_unquoted_where_the_role_proceeds(fake, role: str, payload: str) -> None:
-    specs = [_poison(s, payload) for s in fake.specs("h100-8x4.yaml", limit=("gpu-01",))]
-    # string knobs poisoned; the per-OS renderer map left alone so the role has one to use
-    specs = [s.model_copy(update={"roles": {r: "" for r in s.roles},
-                                  "role_vars": {k: f"{payload}rv" for k in _string_role_vars()}}) for s in specs]
-    h = fake.run(load_role(role).install, specs, responses=_proceeding_responses(role, specs[0]))["gpu-01"]
+@pytest.mark.parametrize("role", DEEP_ROLES)
+def test_no_payload_reaches_a_shell_unquoted_where_the_role_proceeds(fake, tmp_path, role: str,
+                                                                     payload: str) -> None:
+    from test_role_nvidia_driver import FAST
+
+    specs = _deep_specs(fake, tmp_path, role, payload)
+    h = fake.run(load_role(role).install, specs, responses=_proceeding_responses(role, specs[0]),
+                 options=FAST)["gpu-01"]
     assert h.status == "ok", h.error
     assert any(MARK in c for c in h.commands), "the payload never reached a command: the test checks nothing"
     bad = [c for c in h.commands if _unsafe(c, payload)]
