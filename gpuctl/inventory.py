@@ -701,6 +701,8 @@ def knob_value_problem(default: Any, value: Any) -> str | None:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return f"{value!r} is a number; this setting is a string: quote it ('{value}')"
         ok = isinstance(value, str)
+        if ok and default.startswith("/"):
+            return _path_knob_problem(value)
     elif isinstance(default, list):
         ok = isinstance(value, list)
     elif isinstance(default, dict):
@@ -717,6 +719,17 @@ def knob_value_problem(default: Any, value: Any) -> str | None:
     else:
         return None
     return None if ok else f"{value!r} is {_kind(value)}; this setting takes {_kind(default)} (default {default!r})"
+
+
+def _path_knob_problem(value: str) -> str | None:
+    """A knob whose default is an absolute path takes an absolute, normalised path: a relative
+    one would land wherever the SSH session starts (root's home) and `..` escapes the folder
+    the operator reads in the value."""
+    if not value.startswith("/"):
+        return f"{value!r} is not an absolute path; this setting is a path on the node (e.g. /etc/...)"
+    if any(part in (".", "..") for part in value.split("/")) or "//" in value or value == "/":
+        return f"{value!r} is not a plain absolute path (no '.', '..', '//' and not '/' itself)"
+    return None
 
 
 def validate_inventory_data(data: Any, smap: SourceMap, base_dir: Path) -> LoadedInventory:

@@ -151,6 +151,11 @@ def test_role_vars_for_roles_without_knobs_are_refused(key: str) -> None:
     ("nvme_raid_mkfs_options: {xfs: 3}", "xfs: 3 is a number; this setting is a string"),
     ("nvme_raid_mkfs_options: {xfs: -f}", "'-f' would let mkfs overwrite an existing filesystem"),
     ("nvme_raid_mkfs_options: {ext4: -F}", "'-F' would let mkfs overwrite an existing filesystem"),
+    # a path knob takes an absolute, plain path (a relative one landed in root's home)
+    ("nvidia_repo_key_file_apt: keys/nvidia.pub", "'keys/nvidia.pub' is not an absolute path"),
+    ("network_nccl_conf: /etc/../root/nccl.conf", "is not a plain absolute path"),
+    ("base_sysctl_file: /", "is not a plain absolute path"),
+    ("nvme_raid_mdadm_conf: {apt: mdadm.conf}", "apt: 'mdadm.conf' is not an absolute path"),
 ])
 def test_role_vars_values_take_the_shape_of_their_default(entry: str, expected: str) -> None:
     """A knob override of the wrong type or shape passed validation and broke (or silently
@@ -166,6 +171,13 @@ def test_role_vars_map_override_names_only_the_entries_it_changes() -> None:
     text = H100 + "role_vars:\n  nvme_raid_mkfs_options: {xfs: -K}\n  nvme_raid_fsck_pass: 2\n"
     rv = load_inventory_text(text, "inv.yaml", base_dir=inventories_dir()).inventory.role_vars
     assert rv == {"nvme_raid_mkfs_options": {"xfs": "-K"}, "nvme_raid_fsck_pass": 2}
+
+
+def test_role_vars_path_knob_takes_another_absolute_path() -> None:
+    text = (H100 + "role_vars:\n  network_nccl_conf: /etc/gpuctl/nccl.conf\n"
+            "  nvme_raid_mdadm_conf: {apt: /etc/md.conf}\n")
+    rv = load_inventory_text(text, "inv.yaml", base_dir=inventories_dir()).inventory.role_vars
+    assert rv["network_nccl_conf"] == "/etc/gpuctl/nccl.conf"
 
 
 def test_lab_placeholder_copy_matches_the_committed_lab_inventory() -> None:
