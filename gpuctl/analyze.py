@@ -88,10 +88,12 @@ def _nccl_figures(r: NcclResult) -> list[Figure]:
 
 
 def _topo_figures(r: TopoResult) -> list[Figure]:
+    nearest = {g: r.nearest_nic(g) for g in r.gpus}
     return [
         Figure("gpus", len(r.gpus)), Figure("nics", list(r.nics)),
         Figure("nvlink_full_mesh", r.nvlink_full_mesh()),
         Figure("links", {f"{p.a}-{p.b}": p.code for p in r.gpu_pairs()}),
+        Figure("nearest_nic", {g: f"{n[1]} {r.nic_label(n[0])}" for g, n in nearest.items() if n}),
     ]
 
 

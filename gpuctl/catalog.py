@@ -102,10 +102,19 @@ class PcieFacts(_Frozen):
     source: str
 
 
+class PathLimit(_Frozen):
+    """The farthest `nvidia-smi topo -m` PCIe path allowed (PIX nearest ... SYS farthest)."""
+
+    code: Literal["PIX", "PXB", "PHB", "NODE", "SYS"]
+    source: str = Field(min_length=3)
+
+
 class FabricFacts(_Frozen):
     infiniband_rate_gbps: Figure | None = None
     roce_rate_gbps: Figure | None = None
     hcas: Figure | None = None
+    # every GPU has a fabric NIC at most this far away in topo -m (None: not judged)
+    gpu_nic_max_path: PathLimit | None = None
 
 
 class Sku(_Frozen):
@@ -171,12 +180,20 @@ class PreflightLimits(_Frozen):
     min_free_root_gib: Figure
 
 
+class AdapterRates(_Frozen):
+    """The fastest port rate (Gb/s) of each RDMA adapter model, keyed by ibstat's 'CA type'."""
+
+    rates: dict[str, float]
+    source: str = Field(min_length=3)
+
+
 class Health(_Frozen):
     xid_fatal: XidList
     ecc: EccLimits
     fabric_rates_gbps: dict[Literal["infiniband", "roce"], Limit]
     preflight: PreflightLimits
     pcie_link: PcieLinkLimits | None = None
+    hca_max_rate_gbps: AdapterRates | None = None
 
 
 def _skus_dir() -> Path:

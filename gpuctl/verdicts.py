@@ -28,7 +28,7 @@ from gpuctl.parsers.nccl import NcclResult
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult
 from gpuctl.parsers.nvlink import NvlinkResult
 from gpuctl.parsers.perftest import BwResult, LatResult
-from gpuctl.parsers.topo import TopoResult
+from gpuctl.parsers.topo import PCIE_PATHS, TopoResult, path_rank
 from gpuctl.parsers.training import TrainingResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
@@ -305,10 +305,38 @@ def judge_topo(result: TopoResult, sku: Sku | None = None, subject: Subject = NO
             remediation=rem, message=f"{link.a}↔{link.b} is {link.code}, expected {code}: {why}",
         ))
     if not bad:
+        mesh = result.nvlink_full_mesh(code)
         out.append(judge_fact(
-            "nvlink_full_mesh", result.nvlink_full_mesh(code), value=code, expected=code, subject=subject,
+            "nvlink_full_mesh", mesh, value=code if mesh else None, expected=code, subject=subject,
             source=sku.nvlink.source, remediation=Remediation.VENDOR_RMA,
             message=f"no GPU pairs to check (expected {code} between all {sku.gpu.count} GPUs)",
+        ))
+    return out + _gpu_nic_paths(result, sku, subject)
+
+
+def _gpu_nic_paths(result: TopoResult, sku: Sku, subject: Subject) -> list[Verdict]:
+    """One `gpu_nic_path` verdict per GPU: its nearest NIC must be no farther than the
+    SKU's `fabric.gpu_nic_max_path` (PIX < PXB < PHB < NODE < SYS). Not judged when the
+    SKU names no limit, or the NIC part of the matrix was not read (already a warning)."""
+    limit = sku.fabric.gpu_nic_max_path
+    if limit is None or result.notes:
+        return []
+    if not result.nics:
+        return [Verdict("gpu_nic_path", Status.NOT_APPLICABLE, subject, None, limit.code, "", limit.source,
+                        Remediation.NONE, f"{subject.label()}: no NIC in this topo -m (RDMA devices not visible "
+                        "here?); GPU–NIC paths not judged")]
+    out = []
+    for gpu in result.gpus:
+        s = Subject(subject.node, int(gpu[3:]))
+        near = result.nearest_nic(gpu)
+        nic, code = near if near else (None, None)
+        rank = path_rank(code) if code else None
+        out.append(judge_fact(
+            "gpu_nic_path", rank is not None and rank <= PCIE_PATHS.index(limit.code), value=code,
+            expected=limit.code, subject=s, source=limit.source, remediation=Remediation.RESEAT_OR_REPLACE,
+            message=(f"nearest NIC {result.nic_label(nic)} is {code}, expected {limit.code} or nearer: "
+                     "GPUDirect RDMA crosses the host bridge (compute NIC missing, dead or in another slot)"
+                     if nic else "no NIC reachable over PCIe"),
         ))
     return out
 
@@ -555,10 +583,11 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
     if sku is None:
         for p in result.ports:
             s = Subject(subject.node, port=p.name)
+            rem, why = _port_down_cause(p)
             out.append(judge_fact("ib_port_state", p.active, value=f"{p.state}/{p.physical_state}",
                                   expected="Active/LinkUp", subject=s, source="ibstat",
-                                  remediation=Remediation.RESEAT_OR_REPLACE, warn_only=True,
-                                  message=f"{p.link_layer} port {p.state}/{p.physical_state} at {p.rate_gbps:g} Gb/s"))
+                                  remediation=rem, warn_only=True,
+                                  message=f"{p.link_layer} port {p.state}/{p.physical_state}: {why}"))
         up = [p for p in result.ports if p.active]
         out.append(Verdict("ib_ports_up", Status.PASS if up else Status.WARN, subject, len(up), None, "ports",
                            "ibstat", Remediation.NONE if up else Remediation.RESEAT_OR_REPLACE,
@@ -584,18 +613,21 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
     fig = sku.fabric.infiniband_rate_gbps if fabric == "infiniband" else (sku.fabric.roce_rate_gbps
                                                                          or sku.fabric.infiniband_rate_gbps)
     source = fig.source if fig else "SKU catalog"
+    ca_types = {ca.name: ca.ca_type for ca in result.cas}
     good = 0
     for p in chosen:
         s = Subject(subject.node, port=p.name)
         if not p.active:
+            rem, why = _port_down_cause(p)
             out.append(judge_fact("ib_port", False, value=f"{p.state}/{p.physical_state}", expected="Active/LinkUp",
-                                  subject=s, source=source, remediation=Remediation.RESEAT_OR_REPLACE,
-                                  message=f"port {p.state}/{p.physical_state} (cable, transceiver or switch port)"))
+                                  subject=s, source=source, remediation=rem,
+                                  message=f"port {p.state}/{p.physical_state}: {why}"))
         elif p.rate_gbps < rate:
+            why, why_source = _slow_port_cause(ca_types.get(p.ca), rate)
             out.append(judge_fact("ib_port", False, value=p.rate_gbps, expected=rate, unit="Gb/s", subject=s,
-                                  source=source, remediation=Remediation.RESEAT_OR_REPLACE,
-                                  message=f"Active at {p.rate_gbps:g} Gb/s, expected {rate:g} Gb/s "
-                                          "(degraded link: cable or transceiver)"))
+                                  source="; ".join(x for x in (source, why_source) if x),
+                                  remediation=Remediation.RESEAT_OR_REPLACE,
+                                  message=f"Active at {p.rate_gbps:g} Gb/s, expected {rate:g} Gb/s ({why})"))
         elif p.link_layer != layer:
             out.append(judge_fact("ib_port", False, value=p.link_layer, expected=layer, subject=s, source=source,
                                   remediation=Remediation.RECONFIGURE,
@@ -614,6 +646,38 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
             out[-1] = Verdict(v.check, v.status, v.subject, v.value, v.threshold, v.unit, v.source, v.remediation,
                               f"{v.message}; {layer} link layer")
     return out
+
+
+def _slow_port_cause(ca_type: str | None, rate: float) -> tuple[str, str]:
+    """Why an Active port runs below `rate`, and the source of that reason: the adapter
+    model itself when its fastest rate (health.yaml `hca_max_rate_gbps`) is below
+    `rate`, else a degraded link."""
+    adapters = load_health().hca_max_rate_gbps
+    cap = adapters.rates.get(ca_type) if adapters and ca_type else None
+    if adapters and cap is not None and cap < rate:
+        return f"adapter {ca_type} tops out at {cap:g} Gb/s: wrong adapter model, not a cable fault", adapters.source
+    return "degraded link: cable or transceiver", ""
+
+
+def _port_down_cause(port: IbPort) -> tuple[Remediation, str]:
+    """What a port that is not Active/LinkUp needs, read from its physical state (the
+    IBTA PortPhysicalState ibstat prints): Polling is a link that found no partner
+    (cable, transceiver, switch port); Disabled is a port switched off (interface down,
+    ibportstate or the SM disabled it); LinkUp with a logical state short of Active is a
+    trained link waiting for configuration (InfiniBand: no subnet manager has activated
+    it, Base lid 65535/SM lid 0; Ethernet: the interface or SR-IOV VF is down)."""
+    phys = port.physical_state
+    if phys == "Disabled":
+        return Remediation.RECONFIGURE, ("port disabled, not a cable fault until enabled (ip link set up; "
+                                         "ibportstate enable; mlxconfig)")
+    if phys == "LinkUp":
+        if port.link_layer == "InfiniBand":
+            return Remediation.RECONFIGURE, (f"physical link up but not activated by a subnet manager (SM lid "
+                                             f"{port.sm_lid}); check opensm/UFM reaches this port")
+        return Remediation.RECONFIGURE, "physical link up but the interface or SR-IOV VF is down (ip link)"
+    if phys == "Polling":
+        return Remediation.RESEAT_OR_REPLACE, "no link partner: cable, transceiver or switch port"
+    return Remediation.RESEAT_OR_REPLACE, f"link not up ({phys}): cable, transceiver or switch port"
 
 
 def _by_layer(ports: Sequence[IbPort]) -> str:

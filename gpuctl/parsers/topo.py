@@ -2,7 +2,9 @@
 
 Reads tab- or space-separated matrices, with or without ANSI escape codes (580.x
 underlines the header), with NIC columns named ``mlx5_0`` (older drivers) or ``NIC0``
-plus a ``NIC Legend`` (newer ones). The trailing affinity columns are ignored.
+plus a ``NIC Legend`` (newer ones). The trailing affinity columns are ignored. The header
+may have lost its leading indent (a Markdown paste); it is told from the GPU0 row by what
+follows 'GPU0': another column name, not a link code.
 
 Link codes: ``X`` (self), ``SYS``, ``NODE``, ``PHB``, ``PXB``, ``PIX``, ``NV#`` (a
 bonded set of # NVLinks).
@@ -28,6 +30,17 @@ _NVLINK = re.compile(r"^NV(\d+)$")
 # one device name / one link code inside a run-together token ("NIC10NIC11", "SYSSYS")
 _DEVICE_PART = re.compile(r"GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+")
 _CODE_PART = re.compile(r"X|NV\d+|SYS|NODE|PHB|PXB|PIX|SOC|PSB")
+# PCIe paths from nearest to farthest, as the Legend lists them (PIX: at most one PCIe
+# bridge ... SYS: across the SMP interconnect between NUMA nodes); older drivers print
+# PSB (one on-board PCIe switch) and SOC (across CPU sockets) for the two ends.
+PCIE_PATHS: tuple[str, ...] = ("PIX", "PXB", "PHB", "NODE", "SYS")
+_PATH_ALIASES = {"PSB": "PIX", "SOC": "SYS"}
+
+
+def path_rank(code: str) -> int | None:
+    """Position of a PCIe path code in `PCIE_PATHS` (0 = PIX, nearest); None for NV#/X."""
+    code = _PATH_ALIASES.get(code, code)
+    return PCIE_PATHS.index(code) if code in PCIE_PATHS else None
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,22 @@ class TopoResult:
                 out.append((link.a, link.b, link.code, back))
         return tuple(out)
 
+    def nic_label(self, nic: str) -> str:
+        """'NIC0 (mlx5_0)' where the NIC Legend names the column, else the column name."""
+        names = dict(self.nic_names)
+        return f"{nic} ({names[nic]})" if nic in names else nic
+
+    def nearest_nic(self, gpu: str) -> tuple[str, str] | None:
+        """(NIC column, path code) of the NIC closest to `gpu` over PCIe (the first in
+        column order among equals); None when the matrix has no NIC columns."""
+        best: tuple[int, str, str] | None = None
+        for nic in self.nics:
+            code = self.link(gpu, nic)
+            rank = path_rank(code)
+            if rank is not None and (best is None or rank < best[0]):
+                best = (rank, nic, code)
+        return (best[1], best[2]) if best else None
+
     def unconnected_pairs(self, expected_code: str | None = None) -> tuple[TopoLink, ...]:
         """GPU pairs that are not NVLink-connected (code not NV#), or, with
         `expected_code` ('NV18'), every pair whose code differs from it."""
@@ -114,6 +143,18 @@ def _header(line: str) -> tuple[list[str], str | None]:
     return devices, None
 
 
+def _is_header(line: str, tokens: list[str]) -> bool:
+    """True for the matrix header: 'GPU0' first, indented as nvidia-smi prints it, or
+    (pasted with the indent lost, as Markdown does to a first line) followed by another
+    column name; the GPU0 row is followed by a link code ('X') instead."""
+    if not tokens or not tokens[0].startswith("GPU0"):
+        return False
+    if line[:1] in (" ", "\t") or len(tokens) == 1:
+        return True
+    nxt = tokens[1]
+    return nxt == "CPU" or bool(_DEVICE.match(nxt)) or _split(nxt, _DEVICE_PART) is not None
+
+
 def _codes(tokens: list[str]) -> tuple[list[str], str | None]:
     """The link codes at the start of a row (merged cells split), and the first token
     that is not one (the CPU affinity, or a bad cell)."""
@@ -139,7 +180,7 @@ def parse_topo_matrix(text: str) -> TopoResult:
     notes: list[str] = []
     for i, line in enumerate(lines):
         tokens = line.split()
-        if tokens and tokens[0].startswith("GPU0") and line[:1] in (" ", "\t"):
+        if _is_header(line, tokens):
             # "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\tNUMA Affinity"
             devices, note = _header(line)
             if note:
