@@ -24,10 +24,14 @@ from typing import Any
 MARK = "[redacted]"
 
 # A name that holds a secret: ends with one of the secret words (`bmc_password`,
-# `GH_TOKEN`, `api-key`, `--pass`); not a path/file/env *pointing* at one.
+# `GH_TOKEN`, `api-key`, `db_pass`); not a path/file/env *pointing* at one, and not a count
+# or rate of tokens (`max_tokens`, `tokens_per_s`, `model_flops_per_token`: training and
+# inference logs are full of them). A bare `pass` is a secret only as an option (`--pass x`):
+# as a key it is a test count (`"pass": 22` in gpuctl's own verify counts).
 _NAME = (r"(?:[A-Za-z0-9_.-]*?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key"
-         r"|private[_-]?key|credentials?)s?|(?:[A-Za-z0-9_.-]*[_-])?pass)")
-_NOT_POINTER = r"(?<!file)(?<!path)(?<!_env)"
+         r"|private[_-]?key|credentials?)s?|[A-Za-z0-9_.-]*[_-]pass)")
+_OPTION_NAME = rf"(?:{_NAME}|pass)"
+_NOT_POINTER = r"(?<!file)(?<!path)(?<!_env)(?<!tokens)(?<!per_token)(?<!per-token)"
 _VALUE = r"(\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'&,;]+)"
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -42,8 +46,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
      rf"\1{MARK}@"),
     # JSON: "password": "value"
     (re.compile(rf"(?i)(\"{_NAME}{_NOT_POINTER}\"\s*:\s*)\"(?:[^\"\\\n]|\\.)*\""), rf'\1"{MARK}"'),
+    # JSON: "api_token": 123456 (a number under a secret name) -> a string mark, so the document stays JSON
+    (re.compile(rf"(?i)(\"{_NAME}{_NOT_POINTER}\"\s*:\s*)-?\d[\d.eE+-]*"), rf'\1"{MARK}"'),
     # options: --password x, --password=x, --bmc-pass x
-    (re.compile(rf"(?i)((?<![\w-])--?{_NAME}{_NOT_POINTER}(?![\w-])(?:\s*=\s*|\s+))(?!-)" + _VALUE),
+    (re.compile(rf"(?i)((?<![\w-])--?{_OPTION_NAME}{_NOT_POINTER}(?![\w-])(?:\s*=\s*|\s+))(?!-)" + _VALUE),
      rf"\1{MARK}"),
     # ipmitool style -P <password>
     (re.compile(r"((?<![\w-])-P\s+)(?!-)" + _VALUE), rf"\1{MARK}"),
@@ -93,7 +99,7 @@ def redact(text: str) -> str:
     return text
 
 
-_OPTION = re.compile(rf"(?i:^--?{_NAME}{_NOT_POINTER}$)|^-P$")  # ipmitool's -P only; -p is a port or a flag
+_OPTION = re.compile(rf"(?i:^--?{_OPTION_NAME}{_NOT_POINTER}$)|^-P$")  # ipmitool's -P only; -p is a port or a flag
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:

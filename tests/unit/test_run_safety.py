@@ -40,6 +40,9 @@ SECRETS = [
     ("curl --user=admin:curlpw13 --proxy-user 'p:proxypw14' https://x", "proxypw14"),
     ("sshpass -p sshpw15 ssh root@10.0.0.1", "sshpw15"),
     ("sshpass -e -psshpw16 ssh root@10.0.0.1", "sshpw16"),
+    ("tool --pass passpw17 x", "passpw17"),
+    ("DB_PASS=passpw18 run", "passpw18"),
+    ('{"api_token": 19191919, "user": "u"}', "19191919"),
 ]
 
 
@@ -66,9 +69,27 @@ def test_redact_argv_by_position(argv: list[str], expected: list[str]) -> None:
 
 @pytest.mark.parametrize("text", ["git@github.com:org/repo.git", "ssh root@10.0.0.1 -p 22",
                                   "tokens_per_s: 123", "bypass: true", "password_file: /etc/pw",
-                                  "mkdir -p /raid/scratch", "curl -u admin https://x", "ssh -p 2222 -o User=root h"])
+                                  "mkdir -p /raid/scratch", "curl -u admin https://x", "ssh -p 2222 -o User=root h",
+                                  # token counts and rates (training/inference logs), test counts
+                                  '{"model_flops_per_token": 2602176.0, "tokens_per_s": 288453.2}',
+                                  "max_tokens=512", '{"num_tokens": 12}', "prompt_tokens: 30", "--max-tokens 512",
+                                  '{"pass": 22, "fail": 33}', "pass: 3"])
 def test_redact_leaves_ordinary_text(text: str) -> None:
     assert rd.redact(text) == text
+
+
+def test_redacted_json_stays_json() -> None:
+    """A number under a secret name becomes a string mark: the document still parses (an
+    unquoted value used to swallow the closing brace)."""
+    out = rd.redact('{"api_token": 123456, "n": 1}')
+    assert json.loads(out) == {"api_token": rd.MARK, "n": 1}
+
+
+def test_real_training_log_survives_redaction() -> None:
+    """The real H200 bench's training log: its stored raw copy had model_flops_per_token blanked
+    ('token'), so re-judging the run record failed to parse. Redaction leaves it whole."""
+    real = (REPO / "tests/data/fixtures/training/h200-quick-tiny-model-real.jsonl").read_text()
+    assert rd.redact(real) == real
 
 
 def _tree_text(root: Path) -> str:
