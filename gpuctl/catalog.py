@@ -180,6 +180,12 @@ class PreflightLimits(_Frozen):
     min_free_root_gib: Figure
 
 
+class TrainingLimits(_Frozen):
+    """When a training run's MFU is judged: a model too small to load a GPU says nothing."""
+
+    mfu_min_flops_per_token: Figure
+
+
 class AdapterRates(_Frozen):
     """The fastest port rate (Gb/s) of each RDMA adapter model, keyed by ibstat's 'CA type'."""
 
@@ -194,6 +200,7 @@ class Health(_Frozen):
     preflight: PreflightLimits
     pcie_link: PcieLinkLimits | None = None
     hca_max_rate_gbps: AdapterRates | None = None
+    training: TrainingLimits | None = None
 
 
 def _skus_dir() -> Path:

@@ -930,8 +930,22 @@ def judge_training(result: TrainingResult, sku: Sku | None = None, subject: Subj
         message=f"{len(set(final.param_checksum_per_rank))} distinct parameter checksums across "
                 f"{len(final.param_checksum_per_rank)} ranks (silent data corruption?)",
     )]
+    limits = load_health().training
+    floor = limits.mfu_min_flops_per_token if limits else None
     if sku is None:
         out.append(judge("train_tflops", final.achieved_tflops, None, "TFLOP/s", subject))
+    elif floor is not None and final.model_flops_per_token < floor.value:
+        # A model this small leaves the GPU idle between kernel launches: its MFU measures
+        # launch overhead, not the node (0.00076 on a healthy H200).
+        threshold = _threshold(sku, "train_mfu_fraction")
+        out.append(Verdict(
+            "train_mfu_fraction", Status.NOT_APPLICABLE, subject, None, None, "of peak", floor.source,
+            Remediation.NONE,
+            f"{subject.label()}: train_mfu_fraction not judged: the timed model does "
+            f"{final.model_flops_per_token:.3g} training FLOPs per token, under the "
+            f"{floor.value:.3g} a model needs to load the GPU (achieved {final.achieved_tflops:.3g} TFLOP/s"
+            + (f"; the SKU's floor is {threshold.min:g} of peak" if threshold and threshold.min is not None else "")
+            + ")"))
     else:
         peak = sku.dense_bf16_tflops.value * 1e12 * final.world_size
         mfu = final.model_flops_per_token * final.tokens_per_s / peak

@@ -11,7 +11,8 @@ unless they start with '{')::
      "model_flops_per_token": 7.4e8,                      # training FLOPs per token (6·N + attention)
      "tokens_per_s": 392000.0,                            # global: all ranks together
      "world_size": 8,
-     "dtype": "bf16"}
+     "dtype": "bf16",
+     "mfu_model": {"d_model": 768, "layers": 12, ...}}    # optional: the timed model's shape
 
 or, when the run could not start, a single ``{"skipped": "no PyTorch"}`` line.
 
@@ -45,6 +46,9 @@ class TrainingFinal:
     tokens_per_s: float
     world_size: int
     dtype: str
+    # the shape of the model the throughput figures come from, when the run names it
+    # (gpuctl's throughput phase: d_model, layers, seq, batch_per_rank, ...)
+    mfu_model: tuple[tuple[str, Any], ...] = ()
 
     @property
     def ranks_agree(self) -> bool:
@@ -109,6 +113,7 @@ def parse_training_log(text: str) -> TrainingResult:
                 tokens_per_s=_number(obj, "tokens_per_s", line),
                 world_size=world,
                 dtype=str(obj.get("dtype", "")),
+                mfu_model=tuple(sorted(obj["mfu_model"].items())) if isinstance(obj.get("mfu_model"), dict) else (),
             )
         elif "step" in obj:
             loss = _number(obj, "loss", line)  # NaN/inf allowed here: the verdict fails them

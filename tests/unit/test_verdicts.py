@@ -286,6 +286,27 @@ def test_training_verdicts() -> None:
     assert [v.status for v in skipped.verdicts] == [Status.NOT_APPLICABLE]
 
 
+def test_training_mfu_of_a_model_too_small_to_load_the_gpu_is_not_judged() -> None:
+    """The real H200 quick run before the throughput phase: a 2-layer d_model 128 model reached
+    0.00076 MFU on a healthy GPU and failed the SKU's 0.15 floor. Its MFU says nothing about the
+    node: not applicable, naming the FLOPs per token; learning and replica checks still judged."""
+    real = text("training/h200-quick-tiny-model-real.jsonl")
+    a = analyze_text("training", real, load_sku("single-h200"))
+    got = {v.check: v for v in a.verdicts}
+    assert got["train_mfu_fraction"].status is Status.NOT_APPLICABLE
+    assert "2.6e+06 training FLOPs per token" in got["train_mfu_fraction"].message
+    assert got["train_loss_falls"].status is Status.PASS and got["train_ranks_agree"].status is Status.PASS
+    assert a.status is Status.PASS
+    # the same run with the throughput phase's GPT-small figures is judged, and a slow one fails
+    phase = ('"model_flops_per_token": 622854144.0, "tokens_per_s": 40000.0, "mfu_model": '
+             '{"d_model": 768, "layers": 12, "heads": 12, "seq": 1024, "batch_per_rank": 16}')
+    slow = real.replace('"model_flops_per_token": 2602176.0, "tokens_per_s": 288453.2', phase)
+    assert slow != real
+    verdict = next(v for v in analyze_text("training", slow, load_sku("single-h200")).verdicts
+                   if v.check == "train_mfu_fraction")
+    assert verdict.status is Status.FAIL and verdict.value == pytest.approx(622854144.0 * 40000 / 989e12)
+
+
 def test_gdsio_has_no_threshold_yet() -> None:
     a = analyze_text("gdsio", text("gdsio/gdsio-read-write-public.txt"), load_sku("hgx-h100-80gb"))
     assert {v.status for v in a.verdicts} == {Status.NO_THRESHOLD}

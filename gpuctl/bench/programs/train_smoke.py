@@ -8,11 +8,17 @@ GPU (NCCL, bf16 autocast), or on CPU with gloo when no GPU is there. The loss fa
 ln(V) towards 0 only if the model really learns the rule, so a fall proves learning, not
 memorisation of one batch.
 
+That model is far too small to load a GPU (2.6 M training FLOPs per token: 0.00076 MFU on
+a real H200), so on CUDA a second, timed phase measures throughput with a GPT-small-sized
+model (12 layers, d_model 768, sequence 1024, 16 sequences per rank: the shape facts.md
+measured at 32 % MFU on an H200) on random tokens; --mfu-phase on|off forces it either way.
+
 Output: JSON lines per gpuctl/parsers/training.py — one `{"step", "loss", "tokens_per_s"}`
-per step (loss averaged over ranks), then one `{"final": true, ...}` record with every
-rank's parameter checksum (sha256 of its parameters, gathered at the end), the model
-FLOPs per token (6·N + 12·layers·d_model·seq, N = non-embedding parameters), the global
-tokens/s and, when --peak-tflops is given, the MFU. Without PyTorch it prints
+per learning step (loss averaged over ranks), then one `{"final": true, ...}` record with
+every rank's parameter checksum (sha256 of its parameters, gathered at the end), the model
+FLOPs per token (6·N + 12·layers·d_model·seq, N = non-embedding parameters) and the global
+tokens/s — of the throughput phase when it ran (its shape in `mfu_model`), else of the
+learning run — and, when --peak-tflops is given on CUDA, the MFU. Without PyTorch it prints
 `{"skipped": "no PyTorch"}` and exits 0. Standard library + torch only.
 """
 
@@ -47,7 +53,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--peak-tflops", type=float, default=0.0, help="dense BF16 TFLOPS per GPU, for MFU")
+    p.add_argument("--mfu-phase", choices=["auto", "on", "off"], default="auto",
+                   help="the timed throughput phase (auto: on CUDA only)")
+    p.add_argument("--mfu-d-model", type=int, default=768)
+    p.add_argument("--mfu-layers", type=int, default=12)
+    p.add_argument("--mfu-heads", type=int, default=12)
+    p.add_argument("--mfu-seq", type=int, default=1024)
+    p.add_argument("--mfu-batch", type=int, default=16, help="sequences per rank per step")
+    p.add_argument("--mfu-steps", type=int, default=20, help="timed steps, after --mfu-warmup")
+    p.add_argument("--mfu-warmup", type=int, default=5)
     return p.parse_args(argv)
+
+
+def mfu_shape(args: argparse.Namespace) -> argparse.Namespace:
+    """The throughput phase's model: the learning run's settings with the --mfu-* shape."""
+    return argparse.Namespace(**{**vars(args), "d_model": args.mfu_d_model, "layers": args.mfu_layers,
+                                 "heads": args.mfu_heads, "seq": args.mfu_seq, "batch": args.mfu_batch})
 
 
 def free_port() -> int:
@@ -104,7 +125,38 @@ def checksum(torch, model) -> str:
     return h.hexdigest()[:16]
 
 
-def worker(rank: int, world: int, args: argparse.Namespace, port: int, use_cuda: bool) -> None:
+def train_steps(torch, dist, model, args, steps: int, warmup: int, device, world: int, gen,
+                data) -> tuple[int, float, list[tuple[int, float, float | None]]]:
+    """`steps` optimiser steps of DDP `model` on batches from `data(gen)`; returns the tokens
+    and seconds of the steps after `warmup` and each step's (step, mean loss, tokens/s)."""
+    use_cuda = device.type == "cuda"
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    tokens_per_step = world * args.batch * args.seq
+    timed_tokens, timed_s, log = 0, 0.0, []
+    for step in range(steps):
+        x, y = data(gen)
+        t0 = time.perf_counter()
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_cuda):
+            logits = model(x)
+            # positions 0 and 1 cannot be predicted (random start); the rest follow the rule
+            loss = loss_fn(logits[:, 1:].float().reshape(-1, args.vocab), y[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        if use_cuda:
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        if step >= warmup:
+            timed_tokens += tokens_per_step
+            timed_s += dt
+        log.append((step, mean.item() / world, tokens_per_step / dt if dt > 0 else None))
+    return timed_tokens, timed_s, log
+
+
+def worker(rank: int, world: int, args: argparse.Namespace, port: int, use_cuda: bool, mfu_phase: bool) -> None:
     import torch
     import torch.distributed as dist
 
@@ -117,44 +169,52 @@ def worker(rank: int, world: int, args: argparse.Namespace, port: int, use_cuda:
     dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=120))
     if not use_cuda:
         torch.set_num_threads(1)
+    ids = [rank] if use_cuda else None
+
+    # 1. the learning run: the loss must fall and the replicas must stay identical
     torch.manual_seed(args.seed)  # identical initial weights on every rank (DDP also broadcasts)
     model = build_model(torch, args).to(device)
     fpt = flops_per_token(model, args)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if use_cuda else None)
-    opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.0)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     gen = torch.Generator().manual_seed(args.seed * 1000 + rank)  # different data on every rank
-    loss_fn = torch.nn.CrossEntropyLoss()
-    tokens_per_step = world * args.batch * args.seq
-    timed_tokens, timed_s = 0, 0.0
-    for step in range(args.steps):
-        x, y = batch(torch, gen, args.batch, args.seq, args.vocab, device)
-        t0 = time.perf_counter()
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_cuda):
-            logits = ddp(x)
-            # positions 0 and 1 cannot be predicted (random start); the rest follow the rule
-            loss = loss_fn(logits[:, 1:].float().reshape(-1, args.vocab), y[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        mean = loss.detach().clone()
-        dist.all_reduce(mean)
-        if use_cuda:
-            torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
-        if step >= args.warmup:
-            timed_tokens += tokens_per_step
-            timed_s += dt
-        if rank == 0:
-            emit({"step": step, "loss": round(mean.item() / world, 6),
-                  "tokens_per_s": round(tokens_per_step / dt, 1) if dt > 0 else None})
+    tokens, seconds, log = train_steps(torch, dist, ddp, args, args.steps, args.warmup, device, world, gen,
+                                       lambda g: batch(torch, g, args.batch, args.seq, args.vocab, device))
+    if rank == 0:
+        for step, loss, tps in log:
+            emit({"step": step, "loss": round(loss, 6), "tokens_per_s": round(tps, 1) if tps else None})
     sums = [None] * world
     dist.all_gather_object(sums, checksum(torch, model))
+    del ddp, model
+
+    # 2. the throughput phase: a model big enough to load the GPU, timed after its warm-up
+    shape = None
+    if mfu_phase:
+        big = mfu_shape(args)
+        torch.manual_seed(args.seed)
+        model = build_model(torch, big).to(device)
+        fpt = flops_per_token(model, big)
+        n = int(sum(p.numel() for p in model.parameters())
+                - model.tok.weight.numel() - model.pos.weight.numel())
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        gen = torch.Generator().manual_seed(args.seed * 2000 + rank)
+
+        def random_tokens(g):
+            x = torch.randint(0, big.vocab, (big.batch, big.seq + 1), generator=g)
+            return x[:, :-1].to(device), x[:, 1:].to(device)
+
+        tokens, seconds, _ = train_steps(torch, dist, ddp, big, big.mfu_warmup + big.mfu_steps, big.mfu_warmup,
+                                         device, world, gen, random_tokens)
+        shape = {"d_model": big.d_model, "layers": big.layers, "heads": big.heads, "seq": big.seq,
+                 "batch_per_rank": big.batch, "params_non_embedding": n, "timed_steps": big.mfu_steps}
+        del ddp, model
     if rank == 0:
-        tps = timed_tokens / timed_s if timed_s > 0 else 0.0
+        tps = tokens / seconds if seconds > 0 else 0.0
         final = {"final": True, "param_checksum_per_rank": sums, "model_flops_per_token": fpt,
                  "tokens_per_s": round(tps, 1), "world_size": world, "dtype": "bf16" if use_cuda else "fp32",
                  "device": torch.cuda.get_device_name(0) if use_cuda else "cpu",
                  "torch_version": torch.__version__}
+        if shape is not None:
+            final["mfu_model"] = shape
         if args.peak_tflops > 0 and use_cuda:
             final["mfu"] = round(fpt * tps / (world * args.peak_tflops * 1e12), 6)
         emit(final)
@@ -180,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     if world < 1:
         emit({"skipped": "no ranks to run"})
         return 0
-    mp.spawn(worker, args=(world, args, free_port(), use_cuda), nprocs=world, join=True)
+    mfu_phase = args.mfu_phase == "on" or (args.mfu_phase == "auto" and use_cuda)
+    mp.spawn(worker, args=(world, args, free_port(), use_cuda, mfu_phase), nprocs=world, join=True)
     return 0
 
 
