@@ -160,6 +160,9 @@ class NodeSpec(_Spec):
     kernel_cmdline: tuple[str, ...]
     blacklisted_modules: tuple[str, ...]
     sysctl: dict[str, str]
+    #: sysctl keys whose value is a floor (a limit or buffer size): a higher value already on
+    #: the node is kept, never lowered; the others must be exactly as given
+    sysctl_minimums: tuple[str, ...] = ()
     repo: RepoSpec
     hardware: HardwareSpec
     fabric: FabricSpec
@@ -380,6 +383,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         blacklisted_modules=("nouveau",),
         sysctl={"vm.max_map_count": "1048576", "net.core.rmem_max": "134217728",
                 "net.core.wmem_max": "134217728", "kernel.numa_balancing": "0"},
+        sysctl_minimums=("net.core.rmem_max", "net.core.wmem_max", "vm.max_map_count"),
         repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
         nccl_conf=_nccl_conf(fabric, vlans, None), thresholds=thresholds, roles=roles,
         role_vars=dict(inv.role_vars), node_kind=kind,

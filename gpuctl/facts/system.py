@@ -116,6 +116,35 @@ class FileStates(FactBase[dict[str, FileState]]):
         return parse_file_states(output)
 
 
+# ------------------------------------------------------------------ sysctl
+
+def parse_sysctl_values(lines: list[str]) -> dict[str, str]:
+    """Lines ``<key>=<value>`` (the value as /proc/sys prints it, whitespace folded); a key
+    whose file could not be read has an empty value and is left out."""
+    out: dict[str, str] = {}
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep and value.split():
+            out[key.strip()] = " ".join(value.split())
+    return out
+
+
+class SysctlValues(FactBase[dict[str, str]]):
+    """The running kernel's value of each sysctl key (read from /proc/sys)."""
+
+    def command(self, keys: tuple[str, ...]) -> str:
+        pairs = " ".join(shlex.quote(f"{k}=/proc/sys/{k.replace('.', '/')}") for k in keys)
+        return (marker("sysctl") + f" for kv in {pairs}; do printf '%s=%s\\n' \"${{kv%%=*}}\" "
+                "\"$(cat \"${kv#*=}\" 2>/dev/null)\"; done")
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        return parse_sysctl_values(output)
+
+
 # ------------------------------------------------------------------ boot
 
 class BootInfo(FactBase[BootState]):

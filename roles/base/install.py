@@ -5,7 +5,8 @@
 - kernel command line additions (spec.kernel_cmdline, e.g. iommu=pt): a GRUB drop-in +
   update-grub on Debian/Ubuntu, grubby on RHEL 9; hosts that do not boot through GRUB
   (no /boot/grub, e.g. the lab's QEMU -kernel boot) are reported "not applicable";
-- sysctl drop-in from spec.sysctl, applied when it changed;
+- sysctl drop-in from spec.sysctl, applied when it changed; a floor (spec.sysctl_minimums)
+  never lowers a higher value the node already runs with;
 - memlock unlimited (limits.d);
 - unattended upgrades kept off the pinned packages: apt-mark hold (each role holds its
   own) plus an unattended-upgrades Package-Blacklist of every pinned NVIDIA package;
@@ -24,7 +25,7 @@ from pyinfra.api import deploy
 
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.packages import read_packages
-from gpuctl.facts.system import BootInfo, FileStates
+from gpuctl.facts.system import BootInfo, FileStates, SysctlValues
 from gpuctl.operations import (
     grubby_args,
     install_packages,
@@ -36,6 +37,7 @@ from gpuctl.operations import (
     sysctl_apply,
     write_file,
 )
+from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,19 @@ def unattended_blacklist_patterns(names: list[str]) -> list[str]:
     """Exact-name regexes for unattended-upgrades (re.match from the start; '+' made literal
     without backslashes, which apt.conf strings would need escaped)."""
     return [n.replace("+", "[+]").replace(".", "[.]") + "$" for n in sorted(set(names))]
+
+
+def sysctl_settings(spec: NodeSpec, running: dict[str, str]) -> list[tuple[str, str]]:
+    """The drop-in's (key, value) lines: a floor (spec.sysctl_minimums) keeps the running
+    kernel's value when that is higher (a node tuned beyond gpuctl's floor is not lowered,
+    also at the next boot, when systemd-sysctl applies this file last); the rest as given."""
+    out = []
+    for key, want in sorted(spec.sysctl.items()):
+        have = running.get(key, "")
+        if key in spec.sysctl_minimums and have.isdigit() and want.isdigit() and int(have) > int(want):
+            want = have
+        out.append((key, want))
+    return out
 
 
 @deploy("base")
@@ -55,6 +70,7 @@ def install() -> None:
              str(k["base_limits_file"]), str(k["base_unattended_upgrades_file"])]
     files = host.get_fact(FileStates, paths=tuple(paths))
     boot = host.get_fact(BootInfo)
+    running = {} if spec.node_kind == "container" else host.get_fact(SysctlValues, keys=tuple(spec.sysctl_minimums))
     pkgs = read_packages(spec.package_manager)
 
     prereqs = list(k["base_packages_apt"] if apt else k["base_packages_dnf"])  # type: ignore[arg-type]
@@ -93,7 +109,7 @@ def install() -> None:
 
     sysctl = write_file(name="Write sysctl settings (" + ", ".join(sorted(spec.sysctl)) + ")",
                         path=str(k["base_sysctl_file"]),
-                        content=render("base", "sysctl.conf.j2", settings=sorted(spec.sysctl.items())),
+                        content=render("base", "sysctl.conf.j2", settings=sysctl_settings(spec, running)),
                         states=files)
     if kernel_na:
         not_applicable(name="Apply sysctl settings", reason=kernel_na)

@@ -1,11 +1,12 @@
-"""Checks of the bench_tools role: every program `gpuctl bench` runs is on the PATH
-(the acceptance suite's nccl-tests, perftest on a fabric, fio, MPI, the bandwidth probe)."""
+"""Checks of the bench_tools role: every program `gpuctl bench` runs is found where the bench
+looks (the PATH plus gpuctl's tool folders): the acceptance suite's nccl-tests, perftest on a
+fabric, fio, MPI, the bandwidth probe."""
 
 from __future__ import annotations
 
 import shlex
 
-from gpuctl.bench.suites import SUITES
+from gpuctl.bench.suites import SUITES, TOOL_DIRS, preamble
 from gpuctl.checks.api import Remediation, expect, for_each
 
 ROLE = "bench_tools"
@@ -27,7 +28,10 @@ def tool_items(spec) -> list[str]:
 
 def _paths(spec, probe) -> dict[str, str]:
     names = " ".join(shlex.quote(t) for t in tool_items(spec))
-    out = probe.output("bench-tools", f'for t in {names}; do printf "%s\\t%s\\n" "$t" "$(command -v "$t")"; done')
+    # the PATH the bench's scripts run with (its preamble adds gpuctl's tool folders)
+    search = preamble().replace("\n", "; ")
+    lookup = f'for t in {names}; do printf "%s\\t%s\\n" "$t" "$(command -v "$t")"; done'
+    out = probe.output("bench-tools", search + lookup)
     return dict(line.split("\t", 1) for line in out.stdout.splitlines() if "\t" in line)
 
 
@@ -39,5 +43,6 @@ def prefetch(spec, probe) -> None:
 @for_each(tool_items)
 def test_tool_installed(host, spec, probe, item):
     path = _paths(spec, probe).get(item, "")
-    expect(bool(path), f"{item} is not on the PATH (gpuctl bench needs it)", expected=f"{item} on the PATH",
-           found="not found", remediation=Remediation.RECONFIGURE)
+    expect(bool(path), f"{item} is not on the PATH nor in gpuctl's tool folders (gpuctl bench needs it)",
+           expected=f"{item} on the PATH or in {', '.join(TOOL_DIRS)}", found="not found",
+           remediation=Remediation.RECONFIGURE)

@@ -39,6 +39,22 @@ def test_fresh_ubuntu2204(fake, tmp_path):
         i for i, c in enumerate(cmds) if "chmod 644 /etc/modprobe.d/gpuctl-blacklist.conf" in c)
 
 
+def test_sysctl_floor_never_lowers_a_higher_running_value(fake, tmp_path):
+    """A node already tuned above a floor (a real H200 VM runs vm.max_map_count 8250340) keeps
+    its value, in the drop-in too (systemd-sysctl applies it last at boot); lower values are
+    raised to the floor; a second run with that file in place changes nothing."""
+    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
+    running = ["vm.max_map_count=8250340", "net.core.rmem_max=4194304", "net.core.wmem_max=4194304"]
+    h = fake.run(_base(), specs, responses=responses("ubuntu2204-fresh", sysctl=running))["gpu-01"]
+    assert h.status == "ok", h.error
+    sysctl = h.files["/etc/sysctl.d/90-gpuctl.conf"]
+    assert "vm.max_map_count = 8250340" in sysctl
+    assert "net.core.rmem_max = 134217728" in sysctl and "kernel.numa_balancing = 0" in sysctl
+    again = fake.run(_base(), specs, responses=responses("ubuntu2204-fresh", sysctl=running,
+                                                         files=converged_files(h)))["gpu-01"]
+    assert not any("sysctl" in c for c in again.execute_commands)
+
+
 def test_fresh_debian12_without_grub_reports_not_applicable(fake, tmp_path, caplog):
     caplog.set_level(logging.DEBUG)
     specs = fake.specs(inventory(tmp_path, "debian12"), limit=["gpu-01"])
@@ -81,8 +97,8 @@ def test_converged_host_changes_nothing(fake, tmp_path):
     assert again.status == "ok"
     assert again.changed_ops == []
     assert again.execute_commands == []
-    # facts read once each, at prepare: files, boot, packages
-    assert len(again.prepare_commands) == 3
+    # facts read once each, at prepare: files, boot, the running sysctl floors, packages
+    assert len(again.prepare_commands) == 4
 
 
 def test_changed_sysctl_rewrites_and_applies_only_sysctl(fake, tmp_path):

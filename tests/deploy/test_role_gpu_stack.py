@@ -63,7 +63,7 @@ def test_fresh_then_converged(fake, tmp_path):
     assert again.changed_ops == []
     assert again.execute_commands == []
     assert not again.rebooted
-    # one fact per question per role, all at prepare: base 3, nvidia_repo 2, nvidia_driver 3,
+    # one fact per question per role, all at prepare: base 4, nvidia_repo 2, nvidia_driver 3,
     # fabricmanager 2, cuda 2, cudnn 1, nccl 1, dcgm 2, ofed 1, peermem 2, gds 3, bench_tools 3
-    assert len(again.prepare_commands) == 25
+    assert len(again.prepare_commands) == 26
     assert len(again.ops) == len(first.ops)

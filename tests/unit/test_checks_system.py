@@ -123,9 +123,25 @@ def test_sysctl_blacklist_and_memory():
     files["/proc/meminfo"] = "MemTotal:         512000 kB\n"
     p = probe(LAB, {"/proc/modules": bundle(files)})
     f = failure(base.test_sysctl, LAB, p, "vm.max_map_count")
-    assert (f.expected, f.found) == ("1048576", "65530")
+    assert (f.expected, f.found) == (">= 1048576", "65530")
     f = failure(base.test_cpu_memory, LAB, p)
     assert f.expected == ">= 1 GiB" and f.found == "0.5 GiB"
+
+
+def test_sysctl_floors_pass_above_and_exact_values_do_not():
+    """Seen on a real H200 VM: vm.max_map_count 8250340 failed against gpuctl's 1048576. A
+    limit or buffer size is a floor: higher passes, lower fails; numa_balancing stays exact."""
+    files = {sysctl_path(k): v for k, v in LAB.sysctl.items()}
+    files[sysctl_path("vm.max_map_count")] = "8250340\n"
+    files[sysctl_path("net.core.rmem_max")] = "4194304\n"
+    files[sysctl_path("kernel.numa_balancing")] = "1\n"
+    p = probe(LAB, {"/proc/modules": bundle(files)})
+    base = role("base")
+    base.test_sysctl(None, LAB, p, "vm.max_map_count")
+    f = failure(base.test_sysctl, LAB, p, "net.core.rmem_max")
+    assert (f.expected, f.found) == (">= 134217728", "4194304")
+    f = failure(base.test_sysctl, LAB, p, "kernel.numa_balancing")
+    assert (f.expected, f.found) == ("0", "1")
 
 
 def test_kernel_cmdline_without_grub_is_not_applicable_not_passed():
@@ -302,4 +318,34 @@ def test_bench_tools_present_and_missing():
     p = probe(LAB, {"command -v": listing})
     bench.test_tool_installed(None, LAB, p, "all_reduce_perf")
     f = failure(bench.test_tool_installed, LAB, p, "fio")
-    assert (f.expected, f.found) == ("fio on the PATH", "not found")
+    assert f.found == "not found" and f.expected.startswith("fio on the PATH or in /opt/gpuctl/bin, ")
+
+
+def test_bench_tools_are_looked_up_where_the_bench_looks(tmp_path):
+    """Seen on a real H200: the bench ran gpuctl-bwprobe from /opt/gpuctl/bin (its preamble adds
+    gpuctl's tool folders to PATH) while verify said it was missing (plain PATH). The check's
+    lookup runs for real here with the bench's preamble and a tool folder given through it."""
+    import subprocess
+
+    from gpuctl.bench import suites
+
+    tool = tmp_path / "gpuctl-bwprobe"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    bench = role("bench_tools")
+    seen = {}
+
+    class RealShell:
+        def output(self, key, command):
+            seen[key] = command
+            return subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                                  env={"PATH": "/usr/bin:/bin"})
+
+    old = suites.TOOL_DIRS
+    try:
+        suites.TOOL_DIRS = (str(tmp_path),)
+        paths = bench._paths(LAB, RealShell())
+    finally:
+        suites.TOOL_DIRS = old
+    assert paths["gpuctl-bwprobe"] == str(tool)
+    assert paths["fio"] == "" or paths["fio"].startswith("/")
