@@ -8,7 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from gpuctl.checks import HostStatus, VerifyResult, run_verify
+from gpuctl.checks import CheckStatus, HostStatus, VerifyResult, run_verify
 from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
 from gpuctl.errors import ExitCode
 from gpuctl.hostlist import fold
@@ -31,12 +31,16 @@ def verify_exit_code(result: VerifyResult) -> ExitCode:
 
 
 def json_summary(result: VerifyResult) -> dict[str, Any]:
-    """What `--json` prints: per host its status, counts, failed and could-not-run checks."""
+    """What `--json` prints: per host its status, counts, failed and could-not-run checks (with
+    what was expected and found), and the names of the checks that passed or were skipped (so
+    a consumer knows what was covered, not only what went wrong)."""
     hosts = {}
     for name, h in sorted(result.hosts.items()):
         d = h.as_dict()
         hosts[name] = {"status": d["status"], "counts": d["counts"], "failed": d["failed"],
-                       "could_not_run": d["could_not_run"], "unreachable_reason": d["unreachable_reason"]}
+                       "could_not_run": d["could_not_run"], "unreachable_reason": d["unreachable_reason"],
+                       "passed": [c.check for c in h.checks if c.status is CheckStatus.PASS],
+                       "skipped": [c.check for c in h.checks if c.status is CheckStatus.SKIP]}
     return {"status": result.status.value, "run_id": result.run_id, "duration_s": round(result.duration_s, 2),
             "hosts": hosts}
 
