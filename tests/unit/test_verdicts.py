@@ -307,6 +307,16 @@ def test_training_mfu_of_a_model_too_small_to_load_the_gpu_is_not_judged() -> No
     assert verdict.status is Status.FAIL and verdict.value == pytest.approx(622854144.0 * 40000 / 989e12)
 
 
+def test_training_real_h200_throughput_phase_is_judged() -> None:
+    """The real H200 quick run with the throughput phase: the GPT-small shape (85 M non-embedding
+    parameters, 6.24e8 FLOPs/token) at 406 k tokens/s is 0.256 MFU, above the 0.15 floor."""
+    a = analyze_text("training", text("training/h200-quick-gpt-small-phase-real.jsonl"), load_sku("single-h200"))
+    got = {v.check: v for v in a.verdicts}
+    assert got["train_mfu_fraction"].status is Status.PASS
+    assert got["train_mfu_fraction"].value == pytest.approx(623729856.0 * 406221.2 / 989e12)
+    assert a.status is Status.PASS
+
+
 def test_gdsio_has_no_threshold_yet() -> None:
     a = analyze_text("gdsio", text("gdsio/gdsio-read-write-public.txt"), load_sku("hgx-h100-80gb"))
     assert {v.status for v in a.verdicts} == {Status.NO_THRESHOLD}
