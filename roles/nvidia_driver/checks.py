@@ -102,11 +102,26 @@ def test_driver_versions_agree(host, spec, probe):
 
 
 def test_driver_version(host, spec, probe):
-    """The running kernel module is the matrix's driver."""
+    """The running kernel module is the matrix's driver. A reboot fixes it only where the
+    matrix's user-space driver is installed and waits for its module; where the installed
+    user space is another release too, the driver must be installed (reconfigure)."""
     module, where = probe.kernel_module_version()
-    expect(module == spec.driver_version, f"kernel module {module or 'not loaded'} ({where}), the matrix "
-           f"{spec.matrix} pins {spec.driver_version}", expected=spec.driver_version, found=module or "not loaded",
-           remediation=Remediation.REBOOT if module else Remediation.RECONFIGURE)
+    if module == spec.driver_version:
+        return
+    message = f"kernel module {module or 'not loaded'} ({where}), the matrix {spec.matrix} pins {spec.driver_version}"
+    remediation = Remediation.RECONFIGURE
+    if module:
+        try:
+            user: str | None = probe.nvidia_smi().driver_version
+        except NvidiaSmiFailure:
+            user = None  # user space and module disagree: a new driver waits for its reboot
+        except CouldNotRun:
+            user = "missing"  # no nvidia-smi: no user-space driver installed
+        if user is None or user == spec.driver_version:
+            remediation = Remediation.REBOOT
+        else:
+            message += f"; the installed user-space driver is {user} too: install the matrix's driver"
+    fail(message, expected=spec.driver_version, found=module or "not loaded", remediation=remediation)
 
 
 # ---------------------------------------------------------------- GPUs

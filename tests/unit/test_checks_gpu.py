@@ -217,6 +217,21 @@ def test_nvml_mismatch_output_fails_with_reboot_and_gpu_checks_could_not_run():
         drv.test_gpu_model(None, spec, p, "gpu0")
 
 
+def test_other_driver_installed_is_reconfigure_not_reboot():
+    """Seen on the real H200 (its own driver 580.159.04, the matrix pins 580.95.05): verify said
+    'reboot', which cannot load a driver that is not installed. Module and user space agree on
+    another release: reconfigure. User space at the pin, module older: reboot."""
+    spec = single_h200_spec()
+    other = {"/sys/module/nvidia/version": "580.159.04\n"}
+    p = probe(spec, {"nvidia-smi -q": H200_Q, "/proc/modules": _files(**other)})
+    f = failure(drv.test_driver_version, spec, p)
+    assert f.remediation is Remediation.RECONFIGURE and "installed user-space driver is 580.159.04" in f.message
+    pending = {"/sys/module/nvidia/version": "580.159.04\n"}
+    p = probe(spec, {"nvidia-smi -q": H200_Q.replace("580.159.04", spec.driver_version),
+                     "/proc/modules": _files(**pending)})
+    assert failure(drv.test_driver_version, spec, p).remediation is Remediation.REBOOT
+
+
 def test_proc_driver_version_is_read_when_sys_module_has_none():
     spec = single_h200_spec()
     nvrm = f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {spec.driver_version}  Release Build  (dvs)\n"
