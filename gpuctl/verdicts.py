@@ -508,6 +508,9 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
 _NVLINK_SPEED_TOLERANCE = 0.95
 
 
+TOOL_NVLINK = "nvidia-smi nvlink --status"
+
+
 def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """Per GPU: all links inactive fails (fabric manager down or a fault).
 
@@ -519,6 +522,17 @@ def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject 
     card uses 12 of its 18 by design. Inactive links every GPU shares are a warning; a GPU
     with fewer active links than its peers is the odd one out and fails.
     """
+    if not result.gpus:
+        # nvidia-smi nvlink -s prints nothing when no GPU has NVLink
+        want = sku.nvlink.links_per_gpu if sku else None
+        return [judge_fact("nvlink_active", want == 0, value=0, expected=want, unit="links", subject=subject,
+                           source=sku.nvlink.source if sku else TOOL_NVLINK,
+                           remediation=Remediation.REBOOT if sku else Remediation.NONE,
+                           warn_only=sku is None,
+                           message=("no GPU reports NVLink (nvidia-smi nvlink --status printed nothing, or the "
+                                    "paste is empty); " + (f"the SKU {sku.name} has {want} links per GPU: check "
+                                    "nvidia-fabricmanager and the driver, then reboot" if sku else
+                                    "without --sku it is not known whether this machine should have NVLink")))]
     out: list[Verdict] = []
     if sku is not None and len(result.gpus) > 1:
         n = len(result.gpus)

@@ -4,6 +4,8 @@ Per-link speeds are in GB/s as printed (unidirectional per link: 25 GB/s on A100
 26.562 GB/s on H100). A link shown as ``<inactive>`` is down; the line
 ``NVML: Unable to retrieve NVLink information as all links are inactive`` marks every
 link of that GPU down. A GPU with neither links nor that line has no NVLink (PCIe card).
+When no GPU has NVLink at all, nvidia-smi prints nothing (seen on a single H200 VM): empty
+output parses to no GPUs, and the verdicts say what that means for the SKU.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class NvlinkResult:
 
 def parse_nvlink_status(text: str) -> NvlinkResult:
     """Parse `nvidia-smi nvlink --status` for one or all GPUs."""
+    if text is not None and not text.strip():
+        return NvlinkResult(())  # nvidia-smi's whole output where no GPU has NVLink
     text = require_text(text, TOOL)
     gpus: list[tuple[int, str, str | None, list[NvlinkLink], list[bool]]] = []
     for line in text.splitlines():

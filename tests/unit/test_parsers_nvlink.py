@@ -52,7 +52,6 @@ def test_inactive_link_marker() -> None:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("", "empty"),
         ("\t Link 0: 25 GB/s\n", "before any GPU"),
         ("Failed to initialize NVML: Driver/library version mismatch\n", "mismatch"),
         ("GPU 0: NVIDIA A100 (UUID: GPU-x)\n\t Link 0: fast\n", "unexpected line"),
@@ -61,3 +60,20 @@ def test_inactive_link_marker() -> None:
 def test_unusable_output_raises(text: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
         parse_nvlink_status(text)
+
+
+def test_no_nvlink_machine_prints_nothing_and_is_judged_by_the_sku() -> None:
+    """Real H200 VM: `nvidia-smi nvlink -s` exits 0 with no output at all. It was refused as
+    'empty output' (exit 2) although it is the right answer for a one-GPU SKU."""
+    from gpuctl.analyze import analyze_text
+    from gpuctl.catalog import load_sku
+    from gpuctl.verdicts import Status
+
+    raw = (FIX / "nvlink-status-h200-1gpu-no-nvlink-real.txt").read_text()
+    assert raw == "" and nvlink("nvlink-status-h200-1gpu-no-nvlink-real.txt").gpus == ()
+    assert analyze_text("nvlink", raw, load_sku("single-h200")).status is Status.PASS
+    hgx = analyze_text("nvlink", raw, load_sku("hgx-h200-141gb"))
+    assert hgx.status is Status.FAIL and "has 18 links per GPU" in hgx.verdicts[0].message
+    assert analyze_text("nvlink", raw).status is Status.WARN  # without a SKU: not known
+    with pytest.raises(ParseError):
+        parse_nvlink_status("NVML: something else entirely\n")
