@@ -210,3 +210,18 @@ def test_xid_figures_name_the_gpus_lost_without_an_xid() -> None:
     assert res.exit_code == 1, res.output
     doc = json.loads(res.output)
     assert doc["figures"]["gpus_lost"]["value"] == ["0000:5d:00.0"] and doc["figures"]["xid_events"]["value"] == 0
+
+
+@pytest.mark.parametrize(("kind", "path"), [
+    ("nvidia-smi-xml", "nvidia_smi/nvidia-smi-q-x-h200-1gpu-580.159-real.xml"),
+    ("nvidia-smi-csv", "nvidia_smi/query-gpu-h200-1gpu-580.159-real.csv"),
+])
+def test_real_h200_xml_and_csv_pass_against_its_sku(kind: str, path: str) -> None:
+    """The device tool's H200: -q -x and --query-gpu CSV, read and judged against single-h200
+    (model, memory, PCIe Gen5 x16, ECC, remapping; '[N/A]' retired pages on Hopper)."""
+    res = run(kind, str(FIX / path), "--sku", "single-h200", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["status"] == "pass"
+    checks = {v["check"] for v in data["verdicts"] if v["status"] == "pass"}
+    assert {"gpu_model", "pcie_width", "memory_total_mib"} <= checks, checks
