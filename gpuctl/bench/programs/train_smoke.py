@@ -126,14 +126,15 @@ def checksum(torch, model) -> str:
 
 
 def train_steps(torch, dist, model, args, steps: int, warmup: int, device, world: int, gen,
-                data) -> tuple[int, float, list[tuple[int, float, float | None]]]:
+                data, on_step=None) -> tuple[int, float]:
     """`steps` optimiser steps of DDP `model` on batches from `data(gen)`; returns the tokens
-    and seconds of the steps after `warmup` and each step's (step, mean loss, tokens/s)."""
+    and seconds of the steps after `warmup`. `on_step(step, mean loss, tokens/s)` is called
+    as each step ends (the output shows how far a run that hangs got)."""
     use_cuda = device.type == "cuda"
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     loss_fn = torch.nn.CrossEntropyLoss()
     tokens_per_step = world * args.batch * args.seq
-    timed_tokens, timed_s, log = 0, 0.0, []
+    timed_tokens, timed_s = 0, 0.0
     for step in range(steps):
         x, y = data(gen)
         t0 = time.perf_counter()
@@ -152,8 +153,10 @@ def train_steps(torch, dist, model, args, steps: int, warmup: int, device, world
         if step >= warmup:
             timed_tokens += tokens_per_step
             timed_s += dt
-        log.append((step, mean.item() / world, tokens_per_step / dt if dt > 0 else None))
-    return timed_tokens, timed_s, log
+        loss_mean = mean.item() / world
+        if on_step is not None:
+            on_step(step, loss_mean, tokens_per_step / dt if dt > 0 else None)
+    return timed_tokens, timed_s
 
 
 def worker(rank: int, world: int, args: argparse.Namespace, port: int, use_cuda: bool, mfu_phase: bool) -> None:
@@ -177,11 +180,12 @@ def worker(rank: int, world: int, args: argparse.Namespace, port: int, use_cuda:
     fpt = flops_per_token(model, args)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     gen = torch.Generator().manual_seed(args.seed * 1000 + rank)  # different data on every rank
-    tokens, seconds, log = train_steps(torch, dist, ddp, args, args.steps, args.warmup, device, world, gen,
-                                       lambda g: batch(torch, g, args.batch, args.seq, args.vocab, device))
-    if rank == 0:
-        for step, loss, tps in log:
+    def show(step: int, loss: float, tps: float | None) -> None:
+        if rank == 0:
             emit({"step": step, "loss": round(loss, 6), "tokens_per_s": round(tps, 1) if tps else None})
+
+    tokens, seconds = train_steps(torch, dist, ddp, args, args.steps, args.warmup, device, world, gen,
+                                  lambda g: batch(torch, g, args.batch, args.seq, args.vocab, device), show)
     sums = [None] * world
     dist.all_gather_object(sums, checksum(torch, model))
     del ddp, model
@@ -202,8 +206,8 @@ def worker(rank: int, world: int, args: argparse.Namespace, port: int, use_cuda:
             x = torch.randint(0, big.vocab, (big.batch, big.seq + 1), generator=g)
             return x[:, :-1].to(device), x[:, 1:].to(device)
 
-        tokens, seconds, _ = train_steps(torch, dist, ddp, big, big.mfu_warmup + big.mfu_steps, big.mfu_warmup,
-                                         device, world, gen, random_tokens)
+        tokens, seconds = train_steps(torch, dist, ddp, big, big.mfu_warmup + big.mfu_steps, big.mfu_warmup,
+                                      device, world, gen, random_tokens)
         shape = {"d_model": big.d_model, "layers": big.layers, "heads": big.heads, "seq": big.seq,
                  "batch_per_rank": big.batch, "params_non_embedding": n, "timed_steps": big.mfu_steps}
         del ddp, model
