@@ -175,18 +175,21 @@ def time_steps(torch, dist, model, args, device, world: int, gen, data) -> tuple
         loss.backward()
         opt.step()
 
+    def barrier() -> None:
+        dist.barrier(device_ids=[device.index]) if use_cuda else dist.barrier()
+
     for _ in range(args.mfu_warmup):
         step(*data(gen))
     batches = [data(gen) for _ in range(args.mfu_steps)]
     if use_cuda:
         torch.cuda.synchronize()
-    dist.barrier()
+    barrier()
     t0 = time.perf_counter()
     for x, y in batches:
         step(x, y)
     if use_cuda:
         torch.cuda.synchronize()
-    dist.barrier()
+    barrier()
     return world * args.batch * args.seq * args.mfu_steps, time.perf_counter() - t0
 
 
