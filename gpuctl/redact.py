@@ -34,6 +34,14 @@ _OPTION_NAME = rf"(?:{_NAME}|pass)"
 _NOT_POINTER = r"(?<!file)(?<!path)(?<!_env)(?<!tokens)(?<!per_token)(?<!per-token)"
 _VALUE = r"(\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'&,;]+)"
 
+_MYSQL_CLIENT = re.compile(r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\s")
+
+
+def _capital_p(m: re.Match[str]) -> str:
+    line = m.string[m.string.rfind("\n", 0, m.start()) + 1:m.start()]
+    return m.group(0) if _MYSQL_CLIENT.search(line) else f"{m.group(1)}{MARK}"
+
+
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
      "[redacted private key]"),
@@ -51,13 +59,16 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # options: --password x, --password=x, --bmc-pass x
     (re.compile(rf"(?i)((?<![\w-])--?{_OPTION_NAME}{_NOT_POINTER}(?![\w-])(?:\s*=\s*|\s+))(?!-)" + _VALUE),
      rf"\1{MARK}"),
-    # ipmitool style -P <password>
-    (re.compile(r"((?<![\w-])-P\s+)(?!-)" + _VALUE), rf"\1{MARK}"),
+    # ipmitool style -P <password> (not after a MySQL/MariaDB client, whose -P is the port)
+    (re.compile(r"((?<![\w-])-P\s+)(?!-)" + _VALUE), _capital_p),  # type: ignore[list-item]
     # curl/wget credentials as user:password: -u, --user, --proxy-user, -U (keep the user)
     (re.compile(r"((?<![\w-])(?:-u|-U|--user|--proxy-user)(?:\s+|=)[\"']?[^\s:\"']+:)[^\s\"']+"),
      rf"\1{MARK}"),
     # sshpass -p <password> (its -p is the password; elsewhere -p is a port or a flag)
     (re.compile(r"(\bsshpass\s+(?:-\w+\s+)*?-p\s*)" + _VALUE), rf"\1{MARK}"),
+    # MySQL/MariaDB clients: -p<password> attached (a bare -p prompts; -P is their port)
+    (re.compile(r"(\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\s+(?:[^\n|;&]*?\s)?-p)(?=[^\s-])" + _VALUE),
+     rf"\1{MARK}"),
     # assignments and keys: PASSWORD=…, *_TOKEN=…, password: …, password = …
     (re.compile(rf"(?i)((?<![\w-]){_NAME}{_NOT_POINTER}(?![\w-])[\"']?\s*[=:]\s*)(?![\[{{]|[\"']?{re.escape(MARK)})"
                 + _VALUE),

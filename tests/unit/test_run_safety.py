@@ -43,6 +43,8 @@ SECRETS = [
     ("tool --pass passpw17 x", "passpw17"),
     ("DB_PASS=passpw18 run", "passpw18"),
     ('{"api_token": 19191919, "user": "u"}', "19191919"),
+    ("mysql -u root -pmysqlpw20 -h db gpuctl", "mysqlpw20"),
+    ("mysqldump -pdumppw21 db | gzip", "dumppw21"),
 ]
 
 
@@ -73,7 +75,7 @@ def test_redact_argv_by_position(argv: list[str], expected: list[str]) -> None:
                                   # token counts and rates (training/inference logs), test counts
                                   '{"model_flops_per_token": 2602176.0, "tokens_per_s": 288453.2}',
                                   "max_tokens=512", '{"num_tokens": 12}', "prompt_tokens: 30", "--max-tokens 512",
-                                  '{"pass": 22, "fail": 33}', "pass: 3"])
+                                  '{"pass": 22, "fail": 33}', "pass: 3", "mysql -u root -p -P 3306 db"])
 def test_redact_leaves_ordinary_text(text: str) -> None:
     assert rd.redact(text) == text
 
