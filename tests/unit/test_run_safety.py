@@ -389,3 +389,26 @@ def test_resumed_run_takes_the_inventory_lock(tmp_path: Path) -> None:
     assert p.returncode == 3 and rec.id in err
     again.finish("pass")
     assert runlock.lock_path(inv, runs) not in runlock._HELD
+
+
+def test_redaction_shortcut_changes_nothing() -> None:
+    """redact() runs its patterns only over the lines holding a trigger word (and the line
+    after): a speed-up, verify at 32 nodes spent a seventh of its CPU in re.sub over whole
+    outputs. On every secret case here, every ordinary text, every real fixture output and
+    multi-line mixes of them, the result equals running all the patterns over the whole text."""
+    def full(text: str) -> str:
+        text = rd._PRIVATE_KEY.sub(rd._PRIVATE_KEY_MARK, text)
+        for pattern, repl in rd._PATTERNS:
+            text = pattern.sub(repl, text)
+        return text
+
+    texts = [t for t, _ in SECRETS]
+    texts += [p.read_text(errors="replace") for p in (REPO / "tests" / "data" / "fixtures").rglob("*")
+              if p.is_file() and p.stat().st_size < 2_000_000]
+    texts += ["git@github.com:org/repo.git", "tokens_per_s: 123", "mkdir -p /raid/scratch",
+              "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----\nok"]
+    secrets = "\n".join(t for t, _ in SECRETS)
+    texts += [f"line one\n{secrets}\nlast", "a\n--password\nsplitpw\nz", "x: 1\nAuthorization:\n Bearer tok9\n"]
+    assert len(texts) > 100
+    for text in texts:
+        assert rd.redact(text) == full(text)
