@@ -177,6 +177,15 @@ class NodeSpec(_Spec):
     #: systemd-nspawn node sharing the host kernel: kernel-feature work is not applicable).
     node_kind: Literal["machine", "container"] = "machine"
 
+    def sysctl_met(self, key: str, value: str) -> bool:
+        """`value` (as /proc/sys prints it) satisfies the spec's `key`: at least the floor for
+        a key in sysctl_minimums, else exactly the value (whitespace folded)."""
+        want = " ".join(self.sysctl[key].split())
+        value = " ".join(value.split())
+        if key in self.sysctl_minimums and want.isdigit():
+            return value.isdigit() and int(value) >= int(want)
+        return value == want
+
     def pins(self, component: str) -> list[str]:
         c = self.components.get(component)
         return [p.pin for p in c.packages] if c and c.enabled else []

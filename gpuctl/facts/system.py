@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from gpuctl.checks.probe import sysctl_path
 from gpuctl.facts import marker, one_line
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 
@@ -133,7 +134,7 @@ class SysctlValues(FactBase[dict[str, str]]):
     """The running kernel's value of each sysctl key (read from /proc/sys)."""
 
     def command(self, keys: tuple[str, ...]) -> str:
-        pairs = " ".join(shlex.quote(f"{k}=/proc/sys/{k.replace('.', '/')}") for k in keys)
+        pairs = " ".join(shlex.quote(f"{k}={sysctl_path(k)}") for k in keys)
         return (marker("sysctl") + f" for kv in {pairs}; do printf '%s=%s\\n' \"${{kv%%=*}}\" "
                 "\"$(cat \"${kv#*=}\" 2>/dev/null)\"; done")
 

@@ -52,13 +52,8 @@ def sysctl_settings(spec: NodeSpec, running: dict[str, str]) -> list[tuple[str, 
     """The drop-in's (key, value) lines: a floor (spec.sysctl_minimums) keeps the running
     kernel's value when that is higher (a node tuned beyond gpuctl's floor is not lowered,
     also at the next boot, when systemd-sysctl applies this file last); the rest as given."""
-    out = []
-    for key, want in sorted(spec.sysctl.items()):
-        have = running.get(key, "")
-        if key in spec.sysctl_minimums and have.isdigit() and want.isdigit() and int(have) > int(want):
-            want = have
-        out.append((key, want))
-    return out
+    return [(key, running[key] if key in running and spec.sysctl_met(key, running[key]) else want)
+            for key, want in sorted(spec.sysctl.items())]
 
 
 @deploy("base")
