@@ -26,6 +26,7 @@ from gpuctl.parsers.gdsio import GdsioResult
 from gpuctl.parsers.ibstat import IbPort, IbstatResult
 from gpuctl.parsers.nccl import NcclResult
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult
+from gpuctl.parsers.nvlink import TOOL as NVLINK_TOOL
 from gpuctl.parsers.nvlink import NvlinkResult
 from gpuctl.parsers.perftest import BwResult, LatResult
 from gpuctl.parsers.topo import PCIE_PATHS, TopoResult, path_rank
@@ -508,9 +509,6 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
 _NVLINK_SPEED_TOLERANCE = 0.95
 
 
-TOOL_NVLINK = "nvidia-smi nvlink --status"
-
-
 def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """Per GPU: all links inactive fails (fabric manager down or a fault).
 
@@ -526,7 +524,7 @@ def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject 
         # nvidia-smi nvlink -s prints nothing when no GPU has NVLink
         want = sku.nvlink.links_per_gpu if sku else None
         return [judge_fact("nvlink_active", want == 0, value=0, expected=want, unit="links", subject=subject,
-                           source=sku.nvlink.source if sku else TOOL_NVLINK,
+                           source=sku.nvlink.source if sku else NVLINK_TOOL,
                            remediation=Remediation.REBOOT if sku else Remediation.NONE,
                            warn_only=sku is None,
                            message=("no GPU reports NVLink (nvidia-smi nvlink --status printed nothing, or the "
