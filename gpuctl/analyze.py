@@ -33,6 +33,7 @@ from gpuctl.parsers.perftest import BwResult, LatResult, parse_ib_write_bw, pars
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.training import TrainingResult, parse_training_log
 from gpuctl.parsers.xid import XidResult, parse_xid_log
+from gpuctl.provenance import emulated_source
 
 # The largest input `gpuctl analyze` reads. A whole-boot `dmesg` or a full nccl-tests sweep
 # with NCCL_DEBUG=INFO on 64 ranks is a few MiB; 64 MiB leaves room for that tenfold while
@@ -52,6 +53,7 @@ class Analysis:
     kind: str
     figures: tuple[Figure, ...]
     verdicts: tuple[v.Verdict, ...]
+    emulated: str | None = None  # why the figures are not real hardware's (gpuctl.provenance)
 
     @property
     def status(self) -> v.Status:
@@ -68,6 +70,7 @@ class Analysis:
             "status": self.status.value,
             "figures": {f.name: {"value": f.value, "unit": f.unit} for f in self.figures},
             "verdicts": [x.as_dict() for x in self.verdicts],
+            "emulated": self.emulated,
         }
 
 
@@ -247,4 +250,5 @@ def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = 
         raise type(exc)(f"{source}: {exc}") from None
     except ParseError as exc:
         raise ParseError(f"{source}: {exc}") from None
-    return Analysis(kind, tuple(k.figures(result)), tuple(k.judge(result, sku, subject)))
+    return Analysis(kind, tuple(k.figures(result)), tuple(k.judge(result, sku, subject)),
+                    emulated_source(kind, text))

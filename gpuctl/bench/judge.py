@@ -22,6 +22,7 @@ from gpuctl.parsers.gdsio import parse_gdsio
 from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
 from gpuctl.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
 from gpuctl.parsers.training import TrainingResult, parse_training_log
+from gpuctl.provenance import emulated_source
 from gpuctl.spec import NodeSpec
 from gpuctl.verdicts import (
     Remediation,
@@ -74,11 +75,13 @@ class Judged:
     verdicts: list[Verdict]
     parsed: Any = None
     skipped: str | None = None
+    emulated: str | None = None  # why the figures are not real hardware's (gpuctl.provenance)
 
 
 def judge_output(kind: str, text: str, sku: Sku | None, subject: Subject, exit_status: int = 0,
                  stderr: str = "") -> Judged:
-    """Parse and judge one tool output; a ParseError becomes a could-not-run verdict."""
+    """Parse and judge one tool output; a ParseError becomes a could-not-run verdict. The
+    figures of an output from a lab stand-in or an emulated device carry why (`emulated`)."""
     k = KINDS[kind]
     try:
         parsed = k.parse(text)
@@ -91,7 +94,7 @@ def judge_output(kind: str, text: str, sku: Sku | None, subject: Subject, exit_s
         return Judged([could_not_run(k.check, reason, subject, Remediation.RERUN)])
     verdicts = k.judge(parsed, sku, subject)
     skipped = parsed.skipped if isinstance(parsed, TrainingResult) else None
-    return Judged(verdicts, parsed, skipped)
+    return Judged(verdicts, parsed, skipped, emulated_source(kind, text, stderr))
 
 
 def _last_line(text: str) -> str:
@@ -104,17 +107,19 @@ def not_applicable(check: str, reason: str, subject: Subject) -> Verdict:
                    f"{subject.label()}: {check} not applicable: {reason}")
 
 
-def result_dict(v: Verdict, test: str, host: str | None, raw: str | None, skipped: str | None = None) -> dict[str, Any]:
-    """One judged result: the verdict's fields plus the test, the host and the raw output path."""
+def result_dict(v: Verdict, test: str, host: str | None, raw: str | None, skipped: str | None = None,
+                emulated: str | None = None) -> dict[str, Any]:
+    """One judged result: the verdict's fields plus the test, the host, the raw output path and
+    `emulated` (why the figure is not real hardware's, None when nothing says so)."""
     d = v.as_dict()
-    d.update(test=test, host=host, raw=raw)
+    d.update(test=test, host=host, raw=raw, emulated=emulated)
     if skipped is not None:
         d["skipped"] = skipped
         d["message"] = f"{v.subject.label()}: skipped: {skipped}"
     return d
 
 
-def nccl_series(result: NcclResult, label: str, test: str) -> dict[str, Any]:
+def nccl_series(result: NcclResult, label: str, test: str, emulated: str | None = None) -> dict[str, Any]:
     """Bus bandwidth against message size, for the report's chart."""
-    return {"label": label, "test": result.test or test, "gpus": result.gpus,
+    return {"label": label, "test": result.test or test, "gpus": result.gpus, "emulated": emulated,
             "points": [[r.size_bytes, round(r.busbw_gb_s, 3)] for r in sorted(result.rows, key=lambda r: r.size_bytes)]}

@@ -44,9 +44,9 @@ class Bucket:
     tests: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, verdicts: Sequence[Verdict], test: str, host: str | None, raw: str | None,
-            skipped: str | None = None) -> None:
+            skipped: str | None = None, emulated: str | None = None) -> None:
         self.verdicts.extend(verdicts)
-        self.results.extend(result_dict(v, test, host, raw, skipped) for v in verdicts)
+        self.results.extend(result_dict(v, test, host, raw, skipped, emulated) for v in verdicts)
 
     def as_dict(self) -> dict[str, Any]:
         return {"status": overall(self.verdicts).value if self.verdicts else Status.NO_THRESHOLD.value,
@@ -144,9 +144,9 @@ class BenchRun:
             res = remote.run(target, script, self.suite.timeout_s, stdin=extra)
             raw = self.keep(bucket, host, test, res)
             judged = self.judge_result(kind, res, sku, subject)
-            bucket.add(judged.verdicts, test, host, raw, judged.skipped)
+            bucket.add(judged.verdicts, test, host, raw, judged.skipped, judged.emulated)
             if kind == "nccl" and judged.parsed is not None:
-                self.series.append(nccl_series(judged.parsed, host, test))
+                self.series.append(nccl_series(judged.parsed, host, test, judged.emulated))
 
     # ---------------------------------------------------------------- pairs
 
@@ -178,7 +178,7 @@ class BenchRun:
                     raw = self.keep(self.cluster, b, f"{test}_client", cli)
                     subject = Subject(node=f"{a}↔{b}", port=hca)
                     judged = self.judge_result(kind, cli, self.sku(self.by_name[b]), subject)
-                    self.cluster.add(judged.verdicts, tool, None, raw)
+                    self.cluster.add(judged.verdicts, tool, None, raw, emulated=judged.emulated)
 
     # ---------------------------------------------------------------- multi-node
 
@@ -228,9 +228,9 @@ class BenchRun:
             res = remote.run(self.targets[head.node], script, self.suite.timeout_s)
             raw = self.keep(self.cluster, head.node, test, res)
             judged = self.judge_result("nccl", res, self.sku(head), subject)
-            self.cluster.add(judged.verdicts, test, None, raw)
+            self.cluster.add(judged.verdicts, test, None, raw, emulated=judged.emulated)
             if judged.parsed is not None:
-                self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", test))
+                self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", test, judged.emulated))
         finally:
             self.revoke(key, head.node if placed else None, sent, authorized)
 

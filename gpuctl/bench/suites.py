@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpuctl.provenance import DEVICE_MARK
 from gpuctl.spec import NodeSpec
 
 # Where the bench_tools role and the vendor packages put the tools, besides $PATH.
@@ -216,13 +217,22 @@ def fio_argv(job: str, folder: str, size_mib: int, runtime_s: int) -> list[str]:
             "--output-format=json"]
 
 
+def device_models_line(mount: str) -> str:
+    """A shell line naming, on stderr, every block device under `mount` with its model
+    (`gpuctl.provenance.DEVICE_MARK` + lsblk's NAME="…" MODEL="…" pairs): what the figure was
+    measured on (e.g. QEMU's "QEMU NVMe Ctrl" in the lab). Silent when lsblk cannot tell."""
+    source = f'"$(findmnt -nvo SOURCE --target {shlex.quote(mount)})"'
+    return (f"lsblk -Pnso NAME,MODEL {source} 2>&1 | sed {shlex.quote('s/^/' + DEVICE_MARK + ' /')} >&2 "
+            "|| true\n")
+
+
 def fio_script(job: str, spec: NodeSpec, suite: Suite, run_id: str) -> str:
     """fio on files in a new folder under the RAID mount, never on a device."""
     assert spec.raid is not None
     folder = bench_folder(spec.raid.mount, f"{run_id}-{job}")
     jobs = FIO_JOBS[job][3]
     need = suite.fio_size_mib * jobs + suite.fio_size_mib // 4 + 64
-    return (preamble() + _scratch_guard(spec.raid.mount, folder, need)
+    return (preamble() + _scratch_guard(spec.raid.mount, folder, need) + device_models_line(spec.raid.mount)
             + shlex.join(fio_argv(job, folder, suite.fio_size_mib, suite.fio_runtime_s)) + "\n")
 
 

@@ -12,6 +12,7 @@ import gpuctl.analyze
 from gpuctl.analyze import KINDS, Analysis, analyze_text
 from gpuctl.catalog import load_sku
 from gpuctl.cli.common import console, emit_json, handle_errors, json_option
+from gpuctl.cli.tables import Row, print_verdicts
 from gpuctl.errors import ExitCode, ParseError
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "red", "no-threshold": "cyan",
@@ -58,23 +59,12 @@ def _render(analysis: Analysis, file: str) -> None:
             value = "—" if f.value is None else str(f.value)
         figures.add_row(f.name, value, f.unit)
     out.print(figures)
-    # Five columns fit an 80-column terminal: status never shrinks away, measured/expected
-    # share one, and the remediation ends the message (seven columns squeezed status and
-    # message to nothing there).
-    table = Table(show_header=True)
-    table.add_column("status", no_wrap=True, min_width=7)
-    table.add_column("check", overflow="fold", ratio=2)
-    table.add_column("subject", overflow="fold", ratio=2)
-    table.add_column("measured / expected", overflow="fold", ratio=2)
-    table.add_column("message", overflow="fold", ratio=3)
-    for x in analysis.verdicts:
-        st = x.status.value
-        measured = "—" if x.value is None else f"{x.value} {x.unit}".strip()
-        expected = "—" if x.threshold is None else str(x.threshold)
-        message = x.message if x.remediation.value == "none" else f"{x.message} → {x.remediation.value}"
-        table.add_row(f"[{_STYLE.get(st, '')}]{st}[/]", x.check, x.subject.label(),
-                      f"{measured} / {expected}", message)
-    out.print(table)
+    emulated = analysis.emulated or ""
+    print_verdicts(out, [
+        Row(x.subject.label(), x.check, x.status.value, "" if x.value is None else f"{x.value} {x.unit}".strip(),
+            "" if x.threshold is None else str(x.threshold),
+            x.message if x.remediation.value == "none" else f"{x.message} → {x.remediation.value}", emulated)
+        for x in analysis.verdicts])
     st = analysis.status.value
     out.print(f"status: [{_STYLE.get(st, '')}]{st}[/]")
 

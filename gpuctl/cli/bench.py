@@ -5,38 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.table import Table
 
 from gpuctl.bench.run import exit_code, run_bench
 from gpuctl.bench.suites import SUITES
 from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.tables import Headers, Row, print_verdicts
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
+from gpuctl.report.gather import fmt_threshold, fmt_value
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import resolve
 
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "error": "red", "no-threshold": "dim",
-          "not-applicable": "dim"}
 
-
-def _value(r: dict[str, Any]) -> str:
-    v = r.get("value")
-    if v is None:
-        return ""
-    text = f"{v:,.4g}" if isinstance(v, float) else str(v)
-    return f"{text} {r.get('unit') or ''}".strip()
+def rows(data: dict[str, Any]) -> list[Row]:
+    """The verdict rows of a bench result (`run_bench`'s shape), nodes first, then the cluster."""
+    thresholds = data.get("thresholds") or {}
+    results = [r for h in data["hosts"].values() for r in h["results"]] + data["cluster"]["results"]
+    return [Row(r["subject"], r["check"], r["status"], fmt_value(r.get("value"), r.get("unit") or ""),
+                fmt_threshold(r["check"], r.get("threshold"), r.get("unit") or "", thresholds),
+                r["message"], r.get("emulated") or "")
+            for r in results]
 
 
 def _print(data: dict[str, Any]) -> None:
     out = console()
-    table = Table("node / pair", "test", "check", "status", "value", "threshold", "message")
-    rows = [r for h in data["hosts"].values() for r in h["results"]] + data["cluster"]["results"]
-    for r in rows:
-        st = r["status"]
-        thr = "" if r.get("threshold") is None else f"{r['threshold']}"
-        table.add_row(r["subject"], r["test"], r["check"], f"[{_STYLE.get(st, '')}]{st}[/]", _value(r), thr,
-                      r["message"] if st not in ("pass",) else "")
-    out.print(table)
+    print_verdicts(out, rows(data), Headers(subject="node / pair"))
     out.print(f"bench {data['suite']}: [bold]{data['status']}[/bold] — run record {data['run_id']}")
 
 

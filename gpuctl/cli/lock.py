@@ -6,6 +6,7 @@ import click
 from rich.table import Table
 
 from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.tables import Headers, Row, print_verdicts
 from gpuctl.errors import ExitCode
 from gpuctl.inventory import load_inventory
 from gpuctl.runrecord import RunRecord
@@ -70,10 +71,10 @@ def drift_cmd(inventory: str, limit: tuple[str, ...], lock_file: str | None, as_
         if report.clean:
             con.print(f"no drift on {len(report.nodes)} node(s) (run record {record.id})", markup=False)
         else:
-            table = Table("node", "against", "what", "expected", "found", "note")
-            for d in report.items:
-                table.add_row(d.node, d.kind, d.key, _short(d.expected), _short(d.found), d.note)
-            con.print(table)
+            rows = [Row(d.node, d.key, f"drift ({d.kind})", _short(d.found), _short(d.expected), d.note)
+                    for d in report.items]
+            print_verdicts(con, rows, Headers(subject="node", check="what", status="against", value="found",
+                                              threshold="expected", message="note"))
             con.print(f"{len(report.items)} difference(s) (run record {record.id})", markup=False)
     raise SystemExit(int(ExitCode.OK if report.clean else ExitCode.CHECKS_FAILED))
 

@@ -8,14 +8,12 @@ import click
 from rich.table import Table
 
 from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.tables import Headers, Row, print_verdicts
 from gpuctl.errors import ExitCode
 from gpuctl.inventory import load_inventory
 from gpuctl.preflight import run_preflight
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import resolve
-
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold red",
-          "not-applicable": "dim", "no-threshold": "dim"}
 
 
 @click.command("preflight", epilog=EXIT_CODES_HELP)
@@ -38,14 +36,10 @@ def preflight(inventory: str, limit: tuple[str, ...], as_json: bool) -> None:
         emit_json(data)
     else:
         out = console()
-        table = Table("node", "check", "status", "found", "expected", "message", title="preflight")
-        for node, verdicts in result.verdicts.items():
-            for v in verdicts:
-                if v.status.value == "pass" and v.check not in ("gpu_count", "nvme_count", "cpu_memory", "os"):
-                    continue
-                table.add_row(node, v.check, f"[{_STYLE[v.status.value]}]{v.status.value}[/]", str(v.value),
-                              str(v.threshold), "" if v.status.value == "pass" else v.message)
-        out.print(table)
+        rows = [Row(node, v.check, v.status.value, str(v.value), str(v.threshold), v.message)
+                for node, verdicts in result.verdicts.items() for v in verdicts
+                if v.status.value != "pass" or v.check in ("gpu_count", "nvme_count", "cpu_memory", "os")]
+        print_verdicts(out, rows, Headers(subject="node", value="found", threshold="expected"), title="preflight")
         racks = Table("rack", "cooling", "budget kW", "nodes", "draw kW", title="rack power")
         for r in result.racks:
             racks.add_row(str(r["rack"]), str(r["cooling"]), f"{r['budget_kw']:g}", ", ".join(r["nodes"]),

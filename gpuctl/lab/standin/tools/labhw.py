@@ -1249,9 +1249,35 @@ TOOLS = {
 }
 
 
+# The tools whose output holds benchmark figures declare, on stderr, that they are stand-ins
+# (the prefix is gpuctl.provenance.STANDIN_MARK; the report and the bench table mark every
+# figure of such an output as emulated). stdout stays shaped exactly like the real tool's.
+STANDIN_MARK = "gpuctl-lab-standin:"
+FIGURE_TOOLS = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "gpuctl-bwprobe", "gdsio")
+
+
+def declares(tool: str, args: list[str]) -> bool:
+    """Whether this call prints figures: a figure tool, or `dcgmi diag`; under mpirun only
+    world rank 0 (the one that prints), so the other ranks stay silent."""
+    if tool not in FIGURE_TOOLS and not (tool == "dcgmi" and args[:1] == ["diag"]):
+        return False
+    mpi = mpi_world()
+    return mpi is None or mpi.rank == 0
+
+
+def declare(tool: str) -> None:
+    info = package_info()
+    package = f"{info.get('package') or 'unknown package'} {info.get('version') or ''}".strip()
+    sys.stderr.write(f"{STANDIN_MARK} {tool} from the lab stand-in package {package}; "
+                     "emulated output, figures from the node's hardware profile, nothing measured\n")
+    sys.stderr.flush()
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[1] not in TOOLS:
         die(f"usage: labhw.py TOOL [ARGS]; tools: {', '.join(sorted(TOOLS))}", 2)
+    if declares(argv[1], argv[2:]):
+        declare(argv[1])
     TOOLS[argv[1]](argv[2:])
 
 

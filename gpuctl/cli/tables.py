@@ -1,0 +1,145 @@
+"""The one way a command prints a verdict table on the terminal (bench, analyze, preflight,
+drift): rows of subject, check, status, value, threshold and a message.
+
+Wide enough (every cell on one line): one table with the message column. Otherwise (a
+pipe or a log at 80 columns, where a message column wraps one word per line): a compact
+table of subject, check, status, value and threshold, and below it one line per row that
+did not pass with its message, which the terminal or the log viewer wraps as prose.
+
+Every cell is a `rich.text.Text`, never markup: text from the nodes or from a file cannot
+style or break the output. A row whose figure came from a lab stand-in tool or an
+emulated device (`emulated`, see `gpuctl.provenance`) says so in its value cell, and the
+table is preceded by a banner saying how many figures were emulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "red", "unreachable": "red",
+         "no-threshold": "cyan", "not-applicable": "dim", "skipped": "dim", "skip": "dim", "drift": "yellow"}
+EMULATED_MARK = "emulated"
+EMULATED_SHORT = "emu"  # the compact table's marker (the banner says what it means)
+# statuses whose message is not repeated below a compact table
+QUIET = frozenset({"pass"})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One verdict as printed. `emulated` is why the figure is not a measurement of real
+    hardware ('' when it is)."""
+
+    subject: str
+    check: str
+    status: str
+    value: str = ""
+    threshold: str = ""
+    message: str = ""
+    emulated: str = ""
+
+
+@dataclass(frozen=True)
+class Headers:
+    subject: str = "subject"
+    check: str = "check"
+    status: str = "status"
+    value: str = "value"
+    threshold: str = "threshold"
+    message: str = "message"
+
+
+def _status(st: str) -> Text:
+    return Text(st, style=STYLE.get(st.split(" ", 1)[0], ""))
+
+
+def _value(row: Row, mark: str = EMULATED_MARK) -> Text:
+    text = Text(row.value)
+    if row.emulated:
+        text.append((" " if row.value else "") + mark, style="bold magenta")
+    return text
+
+
+def _limit(threshold: str) -> str:
+    """The limit without its warn band: '≥ 460 GB/s (warn below 480)' → '≥ 460 GB/s' (the
+    band is in the message of a row that warns)."""
+    return threshold.split(" (", 1)[0]
+
+
+def _message(row: Row) -> str:
+    return "" if row.status in QUIET else row.message
+
+
+def wide_table(rows: Sequence[Row], headers: Headers, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in (headers.subject, headers.check, headers.status, headers.value, headers.threshold):
+        table.add_column(name)
+    table.add_column(headers.message, overflow="fold")
+    for r in rows:
+        table.add_row(Text(r.subject), Text(r.check), _status(r.status), _value(r), Text(r.threshold),
+                      Text(_message(r)))
+    return table
+
+
+def compact_table(rows: Sequence[Row], headers: Headers, title: str | None = None) -> Table:
+    """No message column and the limit without its warn band; only the subject folds (a GPU
+    with its bus id), the rest stays on one line."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  collapse_padding=True)
+    table.add_column(headers.subject, overflow="fold", min_width=10)
+    table.add_column(headers.check, overflow="fold")
+    table.add_column(headers.status, no_wrap=True)
+    table.add_column(headers.value, no_wrap=True)
+    table.add_column(headers.threshold, overflow="fold")
+    for r in rows:
+        table.add_row(Text(r.subject), Text(r.check), _status(r.status), _value(r, EMULATED_SHORT),
+                      Text(_limit(r.threshold)))
+    return table
+
+
+def fits(out: Console, table: Table) -> bool:
+    """True when every cell of `table` fits on one line at the console's width (measured
+    without a width bound: measuring at the console's width would squeeze the columns)."""
+    unbounded = out.options.update_width(1 << 20)
+    return Measurement.get(out, unbounded, table).maximum <= out.width
+
+
+def emulated_banner(rows: Sequence[Row]) -> Text | None:
+    """'EMULATED: n of m figures …' when any row's figure is emulated, else None."""
+    emulated = [r for r in rows if r.emulated]
+    if not emulated:
+        return None
+    reasons = sorted({r.emulated for r in emulated})
+    shown = "; ".join(reasons[:3]) + (f"; … ({len(reasons) - 3} more)" if len(reasons) > 3 else "")
+    return Text.assemble(("EMULATED", "bold reverse magenta"),
+                         f": {len(emulated)} of {len(rows)} figures (marked '{EMULATED_MARK}' or "
+                         f"'{EMULATED_SHORT}') did not come from real hardware ({shown}). "
+                         "Not a measurement of a customer's cluster; never an acceptance.")
+
+
+def print_verdicts(out: Console, rows: Sequence[Row], headers: Headers | None = None,
+                   title: str | None = None) -> None:
+    """Print `rows` as a wide table when it fits, else compact with the messages below."""
+    headers = headers or Headers()
+    banner = emulated_banner(rows)
+    if banner is not None:
+        out.print(banner)
+    table = wide_table(rows, headers, title)
+    if fits(out, table):
+        out.print(table)
+    else:
+        out.print(compact_table(rows, headers, title))
+        loud = [r for r in rows if _message(r)]
+        if loud:
+            out.print(Text(f"{len(loud)} not passed:", style="bold"))
+        for r in loud:
+            status = Text(r.status.upper(), style=STYLE.get(r.status, ""))
+            out.print(Text.assemble(status, " ", r.message, (" (emulated)" if r.emulated else "")))
+    if banner is not None:
+        out.print(banner)

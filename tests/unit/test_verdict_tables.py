@@ -1,0 +1,132 @@
+"""Verdict tables on a narrow terminal or a pipe (issue 20 item 2): at 80 columns `gpuctl
+bench`, `verify` and `analyze` print a compact table and every message of what did not pass
+whole, on its own line, never wrapped one word per line in a table column."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from rich.console import Console
+
+from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
+from gpuctl.cli.main import main
+from gpuctl.cli.tables import Headers, Row, print_verdicts
+from tests.unit.lab_local import standin_node
+
+FIX = Path(__file__).resolve().parents[1] / "data" / "fixtures"
+
+
+def lone_message_words(output: str, messages: list[str]) -> list[str]:
+    """Lines that hold nothing but one word of a message (inside table borders or not):
+    the symptom of a message column squeezed to one word per line."""
+    words = {w for m in messages for w in m.split() if len(w) > 1}
+    found = []
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.replace("┃", "│").split("│")]
+        text = [c for c in cells if c]
+        if len(text) == 1 and len(text[0].split()) == 1 and text[0] in words:
+            found.append(line)
+    return found
+
+
+def assert_readable(output: str, messages: list[str], width: int = 80) -> None:
+    assert messages, "the case must have messages to print"
+    assert not lone_message_words(output, messages)
+    lines = output.splitlines()
+    for m in messages:  # each message whole on one line (the terminal wraps it as prose)
+        assert any(m in line for line in lines), m
+    # the table itself fits the width (banners and message lines are prose, wrapped by the terminal)
+    table = [line for line in lines if line[:1] in "┏┃┡│└━─ " and line.strip()]
+    assert table and max(len(line) for line in table) <= width
+
+
+@pytest.fixture()
+def bench_80(tmp_path: Path) -> tuple[Result, dict]:
+    inventory, env = standin_node(tmp_path)
+    res = CliRunner(env={**env, "COLUMNS": "80"}).invoke(main, ["bench", str(inventory)])
+    stage = json.loads(next((tmp_path / "runs").glob("*-bench/stages/bench.json")).read_text())
+    return res, stage
+
+
+def _results(stage: dict) -> list[dict]:
+    return [r for h in stage["hosts"].values() for r in h["results"]] + stage["cluster"]["results"]
+
+
+def test_bench_at_80_columns_compact_table_and_whole_messages(bench_80: tuple[Result, dict]) -> None:
+    res, stage = bench_80
+    assert res.exit_code in (0, 1, 3), res.output
+    results = _results(stage)
+    messages = [r["message"] for r in results if r["status"] != "pass"]
+    assert_readable(res.stdout, messages)
+    # the compact table still names every row: one status cell per result
+    assert len(results) > 60  # 8 GPUs: h2d, d2h, HBM and 56 P2P rows, NCCL, fio, training
+    assert "not passed:" in res.stdout
+
+
+def test_bench_on_a_wide_terminal_keeps_messages_in_the_table(tmp_path: Path) -> None:
+    inventory, env = standin_node(tmp_path)
+    res = CliRunner(env={**env, "COLUMNS": "260"}).invoke(main, ["bench", str(inventory)])
+    warn = [line for line in res.stdout.splitlines() if "all_reduce_busbw_gb_s =" in line]
+    assert len(warn) == 1 and warn[0].startswith("│") and "not passed:" not in res.stdout
+
+
+def test_analyze_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    q = str(FIX / "nvidia_smi" / "nvidia-smi-q-h200-1gpu-580.159.txt")
+    runner = CliRunner()
+    doc = json.loads(runner.invoke(main, ["analyze", "nvidia-smi-q", q, "--sku", "hgx-h200-141gb", "--json"]).output)
+    res = runner.invoke(main, ["analyze", "nvidia-smi-q", q, "--sku", "hgx-h200-141gb"])
+    assert res.exit_code == 1
+    messages = [f"{v['message']} → {v['remediation']}" if v["remediation"] != "none" else v["message"]
+                for v in doc["verdicts"] if v["status"] != "pass"]
+    assert_readable(res.stdout, messages)
+
+
+def _verify_result() -> VerifyResult:
+    hosts = {}
+    for host in ("gpu-01", "gpu-02"):
+        checks = [CheckResult(host, "nvidia_driver.gpu_count", "nvidia_driver", CheckStatus.PASS),
+                  CheckResult(host, "nvidia_driver.gpu_pcie_width[gpu3]", "nvidia_driver", CheckStatus.FAIL,
+                              expected="x16", found="x8 (0000:3b:00.0)", remediation="reseat_or_replace",
+                              message=f"{host}: GPU 3 (0000:3b:00.0) PCIe link trained at x8, expected x16; "
+                                      "reseat the GPU or replace its riser and check again"),
+                  CheckResult(host, "dcgm.hostengine_active", "dcgm", CheckStatus.ERROR,
+                              message="could not run: systemctl is-active nvidia-dcgm timed out after 30 s "
+                                      "while the node was under load")]
+        hosts[host] = HostResult(host, checks)
+    return VerifyResult(hosts, duration_s=3.0, run_id="20250101T093000-verify")
+
+
+def test_verify_at_80_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuctl.cli.verify as verify_cli
+
+    inventory, env = standin_node(tmp_path)
+    monkeypatch.setattr(verify_cli, "run_verify", lambda *a, **k: _verify_result())
+    res = CliRunner(env={**env, "COLUMNS": "80"}).invoke(main, ["verify", str(inventory)])
+    assert res.exit_code == 1, res.output
+    messages = [c.message for h in _verify_result().hosts.values() for c in h.checks
+                if c.status is not CheckStatus.PASS]
+    assert_readable(res.stdout, messages)
+
+
+def test_every_table_uses_the_same_printer_drift_headers() -> None:
+    """drift and preflight rows go through print_verdicts with their own column names."""
+    buf = io.StringIO()
+    out = Console(file=buf, width=80, force_terminal=False, soft_wrap=True)
+    note = "differs from the lock file written on 2025-01-01 and from the majority of its 7 peers"
+    rows = [Row("gpu-03", "package libnccl2", "drift (lock)", "2.27.7-1+cuda13.0", "2.26.2-1+cuda12.8", note)]
+    print_verdicts(out, rows, Headers(subject="node", check="what", status="against", value="found",
+                                      threshold="expected", message="note"))
+    assert_readable(buf.getvalue(), [note])
+    assert "against" in buf.getvalue() and "expected" in buf.getvalue()
+
+
+def test_outside_text_is_never_markup() -> None:
+    buf = io.StringIO()
+    out = Console(file=buf, width=200, force_terminal=False, soft_wrap=True)
+    print_verdicts(out, [Row("[bold]gpu-01[/bold]", "x", "fail", "1", "2", "[red]boom[/red] [/]")])
+    assert "[bold]gpu-01[/bold]" in buf.getvalue() and "[red]boom[/red] [/]" in buf.getvalue()
