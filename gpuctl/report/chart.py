@@ -4,6 +4,11 @@ No JavaScript and no external assets: the report embeds the returned `<svg>` as 
 x axis is the message size on a log₂ scale, the y axis the bus bandwidth in GB/s; one
 `<polyline>` per series (a node's single-node run, or the multi-node run), and a dashed
 line for the single-node threshold when one is given.
+
+Series whose figures coincide (two healthy nodes of one SKU) must all stay visible: each
+series has its own colour, dash pattern and marker shape, and markers shrink with the
+series index, so a later series drawn over an earlier one leaves the earlier one's larger
+hollow markers and dashes showing around it. An emulated series says so in its legend.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from typing import Any
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22")
+DASHES = ("", "7 4", "2 3", "10 3 2 3", "4 4", "1 2")
+SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 WIDTH, HEIGHT = 760, 380
 LEFT, RIGHT, TOP, BOTTOM = 64, 190, 28, 52
 
@@ -46,6 +53,23 @@ def _nice_step(span: float, ticks: int = 5) -> float:
 
 def _f(x: float) -> str:
     return f"{x:.1f}"
+
+
+def _marker(shape: str, x: float, y: float, r: float, color: str) -> str:
+    """A hollow marker of `shape` centred on (x, y), radius about `r`."""
+    style = f'class="marker" fill="#ffffff" fill-opacity="0.6" stroke="{color}" stroke-width="1.5"'
+    if shape == "square":
+        return f'<rect {style} x="{_f(x - r)}" y="{_f(y - r)}" width="{_f(2 * r)}" height="{_f(2 * r)}"/>'
+    if shape == "triangle":
+        pts = f"{_f(x)},{_f(y - r)} {_f(x + r)},{_f(y + r)} {_f(x - r)},{_f(y + r)}"
+        return f'<polygon {style} points="{pts}"/>'
+    if shape == "diamond":
+        pts = f"{_f(x)},{_f(y - r)} {_f(x + r)},{_f(y)} {_f(x)},{_f(y + r)} {_f(x - r)},{_f(y)}"
+        return f'<polygon {style} points="{pts}"/>'
+    if shape == "cross":
+        return (f'<path {style} d="M{_f(x - r)},{_f(y - r)} L{_f(x + r)},{_f(y + r)} '
+                f'M{_f(x - r)},{_f(y + r)} L{_f(x + r)},{_f(y - r)}"/>')
+    return f'<circle {style} cx="{_f(x)}" cy="{_f(y)}" r="{_f(r)}"/>'
 
 
 def nccl_chart(series: Sequence[dict[str, Any]], threshold: ThresholdLine | None = None,
@@ -106,19 +130,28 @@ def nccl_chart(series: Sequence[dict[str, Any]], threshold: ThresholdLine | None
                      f"{escape(threshold.label)}</text>")
     for i, s in enumerate(drawn):
         color = PALETTE[i % len(PALETTE)]
-        dash = "" if i < len(PALETTE) else ' stroke-dasharray="4 2"'
+        pattern = DASHES[i % len(DASHES)]
+        dash = f' stroke-dasharray="{pattern}"' if pattern else ""
+        shape = SHAPES[i % len(SHAPES)]
+        size = max(2.5, 6.0 - 1.2 * i)
         xy = [(px(p[0]), py(p[1])) for p in sorted(s["points"]) if p[0] > 0]
         pts = " ".join(f"{_f(x)},{_f(y)}" for x, y in xy)
         test = str(s.get("test", ""))
         label = f"{s['label']} — {test}".rstrip(" —")
+        emulated = " (emulated)" if s.get("emulated") else ""
+        parts.append(f'<g class="series-group" data-series="{escape(label)}" data-shape="{shape}" '
+                     f'data-dash="{pattern or "solid"}" data-emulated="{"yes" if emulated else "no"}">')
         parts.append(f'<polyline class="series" data-series="{escape(label)}" fill="none" stroke="{color}" '
-                     f'stroke-width="2"{dash} points="{pts}"><title>{escape(label)}</title></polyline>')
-        # markers, so a run with a single message size still shows
-        parts.extend(f'<circle cx="{_f(x)}" cy="{_f(y)}" r="2.5" fill="{color}"/>' for x, y in xy)
+                     f'stroke-width="2"{dash} points="{pts}"><title>{escape(label + emulated)}</title></polyline>')
+        # markers, so a run with a single message size still shows and coinciding series stay visible
+        parts.extend(_marker(shape, x, y, size, color) for x, y in xy)
+        parts.append("</g>")
         legend = str(s["label"]) if test.startswith("all_reduce") else f"{s['label']} · {test}"
+        legend = legend[:26 - len(emulated)] + emulated
         ly = TOP + 10 + i * 18
-        parts.append(f'<line x1="{LEFT + pw + 14}" y1="{ly}" x2="{LEFT + pw + 34}" y2="{ly}" stroke="{color}" '
-                     f'stroke-width="3"{dash}/>')
-        parts.append(f'<text x="{LEFT + pw + 40}" y="{ly + 4}">{escape(legend[:26])}</text>')
+        parts.append(f'<line x1="{LEFT + pw + 6}" y1="{ly}" x2="{LEFT + pw + 34}" y2="{ly}" stroke="{color}" '
+                     f'stroke-width="2"{dash}/>')
+        parts.append(_marker(shape, LEFT + pw + 20, ly, size, color))
+        parts.append(f'<text x="{LEFT + pw + 40}" y="{ly + 4}">{escape(legend)}</text>')
     parts.append("</svg>")
     return "".join(parts)

@@ -24,6 +24,7 @@ Stage shapes consumed (adapters: `verify_section`, `bench_section`):
 from __future__ import annotations
 
 import logging
+import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -155,31 +156,87 @@ def verify_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[
         if h.get("unreachable_reason"):
             failures.append({"source": "verify", "node": name, "check": "ssh", "status": "error",
                              "message": h["unreachable_reason"], "expected": "", "found": "",
-                             "remediation": "rerun"})
+                             "remediation": "rerun", "emulated": ""})
         for status, key in (("fail", "failed"), ("error", "could_not_run")):
             for f in h.get(key, []):
                 failures.append({"source": "verify", "node": name, "check": f.get("check", ""), "status": status,
                                  "message": f.get("message", ""), "expected": f.get("expected", ""),
-                                 "found": f.get("found", ""), "remediation": f.get("remediation", "")})
+                                 "found": f.get("found", ""), "remediation": f.get("remediation", ""),
+                                 "emulated": ""})
     return {"available": True, "run_id": rec.id if rec else None, "status": stage.get("status", "none"),
             "roles": roles, "rows": rows, "failures": failures}
 
 
 def _bench_row(r: dict[str, Any], thresholds: dict[str, Any]) -> dict[str, Any]:
+    value = r.get("value")
     return {
         "subject": r.get("subject", ""), "test": r.get("test", ""), "check": r.get("check", ""),
+        "node": r.get("host") or "cluster",
         "status": "skipped" if r.get("skipped") else r.get("status", ""),
-        "value": fmt_value(r.get("value"), r.get("unit", "")),
+        "value": fmt_value(value, r.get("unit", "")),
+        "number": float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
+        "unit": r.get("unit", ""),
         "threshold": fmt_threshold(r.get("check", ""), r.get("threshold"), r.get("unit", ""), thresholds),
         "source": r.get("source", ""), "remediation": r.get("remediation", "none"),
         "message": r.get("message", ""), "raw": r.get("raw") or "",
+        "emulated": r.get("emulated") or "",
     }
+
+
+def _worst_row(rows: list[dict[str, Any]], thresholds: dict[str, Any]) -> dict[str, Any]:
+    """The row with the worst status; among equals the furthest from passing (the lowest value
+    under a minimum, the highest under a maximum)."""
+    rank = min(_RANK.get(r["status"], len(_RANK)) for r in rows)
+    tied = [r for r in rows if _RANK.get(r["status"], len(_RANK)) == rank]
+    numeric = [r for r in tied if r["number"] is not None]
+    t = thresholds.get(rows[0]["check"]) or {}
+    if numeric and "max" in t:
+        return max(numeric, key=lambda r: r["number"])
+    if numeric:
+        return min(numeric, key=lambda r: r["number"])
+    return tied[0]
+
+
+def _summary_status(statuses: list[str]) -> str:
+    """The worst judged status (fail > error > warn > pass); when nothing was judged, what the
+    rows say instead (no-threshold, not-applicable, skipped): nothing validated is never a pass."""
+    judged = [s for s in statuses if s in ("fail", "error", "unreachable", "warn", "pass")]
+    if judged:
+        return worst(judged)
+    for s in ("no-threshold", "skipped", "not-applicable", "skip"):
+        if s in statuses:
+            return s
+    return "none"
+
+
+def check_summary(rows: list[dict[str, Any]], thresholds: dict[str, Any]) -> list[dict[str, Any]]:
+    """One line per (test, check) across its subjects: worst status, worst subject, min /
+    median / max of the figures, how many subjects and how many of them are emulated."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["test"], r["check"]), []).append(r)
+    out = []
+    for (test, check), group in groups.items():
+        numbers = sorted(r["number"] for r in group if r["number"] is not None)
+        unit = group[0]["unit"]
+        worst_row = _worst_row(group, thresholds)
+        stats = ({"min": numbers[0], "median": statistics.median(numbers), "max": numbers[-1]} if numbers
+                 else {"min": None, "median": None, "max": None})
+        out.append({
+            "test": test, "check": check, "status": _summary_status([r["status"] for r in group]),
+            "worst_subject": worst_row["subject"], "worst_value": worst_row["value"], "subjects": len(group),
+            **stats,
+            **{f"{k}_text": fmt_value(v, unit) for k, v in stats.items()},
+            "unit": unit, "threshold": group[0]["threshold"],
+            "emulated": sum(1 for r in group if r["emulated"]),
+        })
+    return out
 
 
 def bench_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[str, Any]:
     if not stage:
         return {"available": False, "run_id": None, "suite": "", "status": "none", "nodes": [], "results": [],
-                "cluster_results": [], "failures": [], "series": []}
+                "cluster_results": [], "failures": [], "series": [], "summary": [], "details": []}
     thresholds = stage.get("thresholds") or {}
     nodes, results, failures = [], [], []
     for name in sorted(stage.get("hosts") or {}):
@@ -191,13 +248,33 @@ def bench_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[s
         if r["status"] in ("fail", "error", "warn", "skipped"):
             failures.append({"source": "bench", "node": r["subject"], "check": r["check"], "status": r["status"],
                              "message": r["message"], "expected": r["threshold"], "found": r["value"],
-                             "remediation": r["remediation"]})
-    series = [{**s, "points_text": "; ".join(f"{size_label(p[0])} → {fmt_number(float(p[1]))}"
-                                             for p in s["points"] if p[0] > 0)}
+                             "remediation": r["remediation"], "emulated": r["emulated"]})
+    series = [{**s, "emulated": s.get("emulated") or "",
+               "points_text": "; ".join(f"{size_label(p[0])} → {fmt_number(float(p[1]))}"
+                                        for p in s["points"] if p[0] > 0)}
               for s in stage.get("nccl_series") or []]
+    # the per-subject rows, by node (then the cluster's pairs and multi-node run), for <details>
+    details = [{"node": n["node"], "status": n["status"], "rows": [r for r in results if r["node"] == n["node"]]}
+               for n in nodes]
+    if cluster:
+        details.append({"node": "cluster", "status": (stage.get("cluster") or {}).get("status", "none"),
+                        "rows": cluster})
+    for d in details:
+        d["emulated"] = sum(1 for r in d["rows"] if r["emulated"])
     return {"available": True, "run_id": rec.id if rec else stage.get("run_id"), "suite": stage.get("suite", ""),
             "status": stage.get("status", "none"), "nodes": nodes, "results": results, "cluster_results": cluster,
-            "failures": failures, "series": series}
+            "failures": failures, "series": series, "summary": check_summary(results + cluster, thresholds),
+            "details": details}
+
+
+def emulated_summary(bench: dict[str, Any]) -> dict[str, Any] | None:
+    """How many bench figures came from lab stand-ins or emulated devices, and why (None: none)."""
+    rows = bench["results"] + bench["cluster_results"]
+    marked = [r for r in rows if r["emulated"]]
+    if not marked and not any(s["emulated"] for s in bench["series"]):
+        return None
+    return {"count": len(marked), "total": len(rows),
+            "reasons": sorted({r["emulated"] for r in marked} | {s["emulated"] for s in bench["series"]} - {""})}
 
 
 def _chart(bench: dict[str, Any], thresholds: dict[str, Any]) -> str:
@@ -253,9 +330,12 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
     failures = verify["failures"] + bench["failures"]
     status = worst([s for s in (verify["status"], bench["status"]) if s != "none"])
     cluster_name = inventory.get("cluster") or "unknown cluster"
+    emulated = emulated_summary(bench)
+    kind = "Lab report (emulated figures, not an acceptance)" if emulated else "Acceptance report"
     return {
-        "title": f"Acceptance report — {cluster_name}",
+        "title": f"{kind} — {cluster_name}",
         "status": status,
+        "emulated": emulated,
         "cluster": {
             "name": cluster_name, "sku": inventory.get("sku", ""), "gpu_model": inventory.get("gpu_model", ""),
             "gpus_per_node": inventory.get("gpus_per_node", 0), "os": inventory.get("os", ""),

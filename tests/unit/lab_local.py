@@ -25,10 +25,8 @@ FIX = ROOT / "tests" / "data" / "fixtures"
 DRIVER = "580.95.05"
 PACKAGES = {"all_reduce_perf": ("nccl-tests", "2.17.6-1"), "gpuctl-bwprobe": ("gpuctl-bwprobe", "1.0-1"),
             "gdsio": ("nvidia-gds-13-0", "13.0.1-1"), "dcgmi": ("datacenter-gpu-manager-4-core", "1:4.5.2-1")}
-REAL = {
-    "all_reduce_perf": FIX / "nccl" / "nccl-allreduce-h100-p5-1node-8gpu-tagoutput-nvls-awsbatch.txt",
-    "gpuctl-bwprobe": FIX / "bandwidth" / "bwprobe-h200-1gpu-synthetic.json",
-}
+# recorded on real 8-GPU H100 nodes (tests/data/fixtures/nccl/SOURCES.md); no synthetic fixture here
+REAL = {"all_reduce_perf": FIX / "nccl" / "nccl-allreduce-h100-p5-1node-8gpu-tagoutput-nvls-awsbatch.txt"}
 
 
 def local_inventory(tmp: Path) -> Path:

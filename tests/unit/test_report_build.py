@@ -22,10 +22,12 @@ from gpuctl import __version__
 from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
 from gpuctl.cli.main import main
 from gpuctl.errors import InputError
+from gpuctl.provenance import emulated_source
 from gpuctl.report.chart import nccl_chart, size_label
 from gpuctl.report.gather import build_report, find_stages
 from gpuctl.report.render import render
 from gpuctl.runrecord import RunRecord
+from tests.unit.lab_local import real_outputs_node, standin_node
 
 DATA = Path(__file__).parents[1] / "data" / "report"
 GOLDEN = DATA / "golden"
@@ -121,7 +123,8 @@ def test_report_content(runs: Path) -> None:
     pcie = [f for f in data["failures"] if "pcie" in f["check"]]
     assert pcie == [{"source": "verify", "node": "gpu-02", "check": "nvidia_driver.gpu_pcie_width[gpu3]",
                      "status": "fail", "message": "GPU 3 (0000:3b:00.0) PCIe link trained at x8, expected x16",
-                     "expected": "x16", "found": "x8 (0000:3b:00.0)", "remediation": "reseat_or_replace"}]
+                     "expected": "x16", "found": "x8 (0000:3b:00.0)", "remediation": "reseat_or_replace",
+                     "emulated": ""}]
     busbw = [b for b in data["bench"]["results"] if b["check"] == "all_reduce_busbw_gb_s"]
     assert busbw[0]["threshold"] == "≥ 460 GB/s (warn below 480)" and busbw[0]["status"] == "fail"
     train = [b for b in data["bench"]["results"] if b["test"] == "training"]
@@ -145,7 +148,7 @@ def test_chart_one_polyline_per_series_and_valid_svg() -> None:
     svg = nccl_chart(series)
     root = ET.fromstring(svg)  # well-formed XML, labels escaped
     ns = "{http://www.w3.org/2000/svg}"
-    lines = root.findall(f"{ns}polyline")
+    lines = root.findall(f".//{ns}polyline")
     assert [p.get("data-series") for p in lines] == ["gpu-01 — all_reduce", "gpu-02 — all_reduce",
                                                        "2 nodes <&> — all_reduce_multi_node"]
     assert len(lines[0].get("points").split()) == 3
@@ -206,3 +209,85 @@ def test_cli_report_formats(runs: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert r.exit_code == 0 and out.read_text().startswith("<!DOCTYPE html>")
     r = CliRunner().invoke(main, ["report", "no-such-run"])
     assert r.exit_code == 2 and "not a run folder" in r.output
+
+
+# ---------------------------------------------------------------- emulated figures (issue 20 item 1)
+
+
+def _bench_and_report(tmp_path: Path, node: Any) -> tuple[Any, dict[str, Any], dict[str, str]]:
+    inventory, env = node(tmp_path)
+    res = CliRunner(env=env).invoke(main, ["bench", str(inventory)])
+    data = build_report("latest", tmp_path / "runs", NOW)
+    return res, data, {fmt: render(data, fmt) for fmt in ("html", "md", "json")}
+
+
+def test_lab_report_marks_every_emulated_figure(tmp_path: Path) -> None:
+    """A bench run against the lab's real stand-in tools (labhw.py on an @local node): every
+    figure they gave is marked in JSON, HTML, Markdown and on the terminal, with a banner."""
+    res, data, out = _bench_and_report(tmp_path, standin_node)
+    rows = data["bench"]["results"] + data["bench"]["cluster_results"]
+    from_standins = [r for r in rows if r["test"] in ("all_reduce", "bwprobe") and r["value"]]
+    assert len(from_standins) > 60  # the NCCL figures and 8 GPUs' h2d, d2h, HBM and 56 P2P rows
+    assert all("lab stand-in package" in r["emulated"] for r in from_standins)
+    # rows that no stand-in produced (fio refused: /raid is not a mount here) are not marked
+    assert all(not r["emulated"] for r in rows if r["test"].startswith("fio"))
+    assert data["title"].startswith("Lab report") and "acceptance" not in data["title"].split("(")[0].lower()
+    doc = json.loads(out["json"])
+    assert doc["emulated"]["count"] == sum(1 for r in rows if r["emulated"]) and doc["emulated"]["reasons"]
+    assert all(s["emulated"] for s in doc["bench"]["series"])
+    # HTML: a banner, a marker on every emulated detail row, the summary and the chart say so
+    html = out["html"]
+    assert 'id="emulated-banner"' in html
+    detail = re.findall(r'<tr class="detail-row" data-test="(all_reduce|bwprobe)"[^>]*data-value="([^"]*)" '
+                        r'data-emulated="(yes|no)"', html)
+    assert detail and all(e == "yes" for _, value, e in detail if value)
+    assert 'data-emulated="yes"' in nccl_chart(data["bench"]["series"]) and "(emulated)" in html
+    # Markdown: the banner, and every row of those tests carries the marker
+    md = out["md"]
+    assert "**EMULATED:" in md
+    md_rows = [line for line in md.splitlines() if line.startswith(("| gpu-01 | all_reduce |", "| gpu-01 GPU"))]
+    assert len(md_rows) >= 60 and all("*(emulated)*" in line for line in md_rows)
+    # the terminal: a banner and a marker per row
+    assert "EMULATED" in res.stdout and " emu" in res.stdout
+
+
+def test_report_from_real_outputs_carries_no_mark(tmp_path: Path) -> None:
+    """The same run with real recorded outputs (an 8-GPU H100 all_reduce) in place of the
+    stand-ins: no banner, no marker, titled an acceptance report."""
+    res, data, out = _bench_and_report(tmp_path, real_outputs_node)
+    busbw = [r for r in data["bench"]["results"] if r["check"] == "all_reduce_busbw_gb_s"]
+    assert busbw and busbw[0]["value"] and not busbw[0]["emulated"]
+    assert data["emulated"] is None and data["title"].startswith("Acceptance report")
+    assert json.loads(out["json"])["emulated"] is None
+    assert 'id="emulated-banner"' not in out["html"] and 'data-emulated="yes"' not in out["html"]
+    assert "emulated" not in out["md"].lower()
+    assert "EMULATED" not in res.stdout and " emu " not in res.stdout
+
+
+def test_real_h200_outputs_are_not_emulated() -> None:
+    h200 = Path("/work/shared/fixtures/h200-ubuntu2404")
+    texts = [p.read_text() for p in sorted(h200.glob("*.txt"))] if h200.is_dir() else []
+    texts += [p.read_text() for p in sorted((DATA.parents[0] / "fixtures" / "nvidia_smi").glob("*h200*"))]
+    assert texts
+    for kind in ("nccl", "bandwidth", "ib_write_bw", "fio"):
+        assert all(emulated_source(kind, t) is None for t in texts)
+
+
+@pytest.mark.parametrize("kind, stdout, stderr, expected", [
+    ("ib_write_bw", " Dual-port       : OFF\t\tDevice         : rxe0\n", "", "software RDMA device rxe0"),
+    ("ib_write_lat", " Dual-port       : OFF\t\tDevice         : siw1\n", "", "software RDMA device siw1"),
+    ("ib_write_bw", " Dual-port       : OFF\t\tDevice         : mlx5_0\n", "", None),
+    ("fio", "{}", 'gpuctl-device: NAME="md0" MODEL=""\ngpuctl-device: NAME="nvme0n1" MODEL="QEMU NVMe Ctrl"\n',
+     "emulated disk nvme0n1 (QEMU NVMe Ctrl)"),
+    ("fio", "{}", 'gpuctl-device: NAME="nvme0n1" MODEL="SAMSUNG MZQL23T8HCLS-00A07"\n', None),
+    ("nccl", "# nThread 1\n", "gpuctl-lab-standin: all_reduce_perf from the lab stand-in package nccl-tests "
+     "2.17.6-1; emulated output\n", "all_reduce_perf from the lab stand-in package nccl-tests 2.17.6-1"),
+])
+def test_provenance_from_the_tools_output(kind: str, stdout: str, stderr: str, expected: str | None) -> None:
+    got = emulated_source(kind, stdout, stderr)
+    assert (got is None) if expected is None else (got is not None and expected in got)
+
+
+def test_real_perftest_fixtures_are_not_emulated() -> None:
+    for path in sorted((DATA.parents[0] / "fixtures" / "perftest").glob("ib_write_bw-*.txt")):
+        assert emulated_source("ib_write_bw", path.read_text()) is None, path.name
