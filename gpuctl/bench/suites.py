@@ -220,7 +220,7 @@ def fio_argv(job: str, folder: str, size_mib: int, runtime_s: int) -> list[str]:
 def device_models_line(mount: str) -> str:
     """A shell line naming, on stderr, every block device under `mount` with its model
     (`gpuctl.provenance.DEVICE_MARK` + lsblk's NAME="…" MODEL="…" pairs): what the figure was
-    measured on (e.g. QEMU's "QEMU NVMe Ctrl" in the lab). Silent when lsblk cannot tell."""
+    measured on (e.g. QEMU's "QEMU NVMe Ctrl" in the lab); lsblk's own errors go the same way."""
     source = f'"$(findmnt -nvo SOURCE --target {shlex.quote(mount)})"'
     return (f"lsblk -Pnso NAME,MODEL {source} 2>&1 | sed {shlex.quote('s/^/' + DEVICE_MARK + ' /')} >&2 "
             "|| true\n")

@@ -139,15 +139,14 @@ def _probe(report: Path, tmp_path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def lab_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A report of a bench run against the lab's stand-in tools (8 GPUs: 56 P2P rows), plus
-    the two-node fixture runs, whose NCCL series coincide (both nodes print the same output)."""
+    """A report of a bench run against the lab's stand-in tools (8 GPUs: 56 P2P rows) and a
+    verify run of the same inventory over all 15 roles with a long failure message."""
     from click.testing import CliRunner
 
-    from gpuctl.cli.main import main
-    from tests.unit.lab_local import standin_node
-
     from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
+    from gpuctl.cli.main import main
     from gpuctl.runrecord import sha256_file
+    from tests.unit.lab_local import standin_node
 
     tmp = tmp_path_factory.mktemp("lab-report")
     inventory, env = standin_node(tmp)
