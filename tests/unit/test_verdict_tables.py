@@ -130,3 +130,25 @@ def test_outside_text_is_never_markup() -> None:
     out = Console(file=buf, width=200, force_terminal=False, soft_wrap=True)
     print_verdicts(out, [Row("[bold]gpu-01[/bold]", "x", "fail", "1", "2", "[red]boom[/red] [/]")])
     assert "[bold]gpu-01[/bold]" in buf.getvalue() and "[red]boom[/red] [/]" in buf.getvalue()
+
+
+def test_analyze_marks_a_stand_in_output_captured_with_its_stderr(tmp_path: Path) -> None:
+    """`all_reduce_perf … > log 2>&1` on a lab node: analyze finds the stand-in's own line and
+    marks every figure; the same output without that line is judged like a real one."""
+    import subprocess
+
+    _, env = standin_node(tmp_path)
+    tool = Path(env["PATH"].split(":")[0]) / "all_reduce_perf"
+    proc = subprocess.run([str(tool), "-b", "8", "-e", "1G", "-f", "2", "-g", "8"], capture_output=True, text=True,
+                          check=True)
+    assert proc.stderr.startswith("gpuctl-lab-standin: all_reduce_perf from the lab stand-in package nccl-tests")
+    both, plain = tmp_path / "both.log", tmp_path / "plain.log"
+    both.write_text(proc.stderr + proc.stdout)
+    plain.write_text(proc.stdout)
+    runner = CliRunner(env={"COLUMNS": "80"})
+    doc = json.loads(runner.invoke(main, ["analyze", "nccl", str(both), "--sku", "hgx-h100-80gb", "--json"]).output)
+    assert "nccl-tests 2.17.6-1" in doc["emulated"]
+    shown = runner.invoke(main, ["analyze", "nccl", str(both), "--sku", "hgx-h100-80gb"]).stdout
+    assert shown.startswith("nccl") and "EMULATED" in shown and " emu" in shown
+    doc = json.loads(runner.invoke(main, ["analyze", "nccl", str(plain), "--sku", "hgx-h100-80gb", "--json"]).output)
+    assert doc["emulated"] is None
