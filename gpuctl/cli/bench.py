@@ -23,7 +23,7 @@ def rows(data: dict[str, Any]) -> list[Row]:
     results = [r for h in data["hosts"].values() for r in h["results"]] + data["cluster"]["results"]
     return [Row(r["subject"], r["check"], r["status"], fmt_value(r.get("value"), r.get("unit") or ""),
                 fmt_threshold(r["check"], r.get("threshold"), r.get("unit") or "", thresholds),
-                r["message"], r.get("emulated") or "")
+                r["message"], r.get("emulated") or "", r.get("unit") or "")
             for r in results]
 
 

@@ -14,12 +14,14 @@ table is preceded by a banner saying how many figures were emulated.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -43,6 +45,7 @@ class Row:
     threshold: str = ""
     message: str = ""
     emulated: str = ""
+    unit: str = ""  # the value's unit, left out of the compact table's limit
 
 
 @dataclass(frozen=True)
@@ -66,10 +69,22 @@ def _value(row: Row, mark: str = EMULATED_MARK) -> Text:
     return text
 
 
-def _limit(threshold: str) -> str:
-    """The limit without its warn band: '≥ 460 GB/s (warn below 480)' → '≥ 460 GB/s' (the
-    band is in the message of a row that warns)."""
-    return threshold.split(" (", 1)[0]
+# "gpu-01 GPU 3 (00000000:3B:00.0)" → "gpu-01 GPU 3", "gpu-01 GPU 0 ↔ GPU 1" → "gpu-01 GPU 0↔1":
+# the compact table names GPUs by index; the bus id stays in the message of a row that did
+# not pass (messages start with the full label)
+_BUS_ID = re.compile(r"(GPU \d+) \([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\)")
+_PAIR = re.compile(r"GPU (\d+) ↔ GPU (\d+)")
+
+
+def _short_subject(subject: str) -> str:
+    return _PAIR.sub(r"GPU \1↔\2", _BUS_ID.sub(r"\1", subject))
+
+
+def _limit(threshold: str, unit: str = "") -> str:
+    """The limit without its warn band or the value's unit: '≥ 460 GB/s (warn below 480)' →
+    '≥ 460' (the band is in the message of a row that warns, the unit in the value)."""
+    limit = threshold.split(" (", 1)[0]
+    return limit.removesuffix(" " + unit) if unit else limit
 
 
 def _message(row: Row) -> str:
@@ -87,20 +102,44 @@ def wide_table(rows: Sequence[Row], headers: Headers, title: str | None = None) 
     return table
 
 
-def compact_table(rows: Sequence[Row], headers: Headers, title: str | None = None) -> Table:
-    """No message column and the limit without its warn band; only the subject folds (a GPU
-    with its bus id), the rest stays on one line."""
+def compact_table(rows: Sequence[Row], headers: Headers, title: str | None = None,
+                  subject_width: int | None = None, check_width: int | None = None) -> Table:
+    """No message column, a GPU named by its index (no bus id) and the limit without its warn
+    band or unit; subject, check and limit may fold, status and value stay on one line.
+    `subject_width` is the subject column's minimum, `check_width` the check's maximum (see
+    `_compact`)."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                  collapse_padding=True)
-    table.add_column(headers.subject, overflow="fold", min_width=10)
-    table.add_column(headers.check, overflow="fold")
+                  padding=(0, 1, 0, 0))
+    subjects = [_short_subject(r.subject) for r in rows]
+    table.add_column(headers.subject, overflow="fold", min_width=subject_width)
+    table.add_column(headers.check, overflow="fold", max_width=check_width)
     table.add_column(headers.status, no_wrap=True)
     table.add_column(headers.value, no_wrap=True)
     table.add_column(headers.threshold, overflow="fold")
-    for r in rows:
-        table.add_row(Text(r.subject), Text(r.check), _status(r.status), _value(r, EMULATED_SHORT),
-                      Text(_limit(r.threshold)))
+    for r, subject in zip(rows, subjects, strict=True):
+        table.add_row(Text(subject), Text(r.check), _status(r.status), _value(r, EMULATED_SHORT),
+                      Text(_limit(r.threshold, r.unit)))
     return table
+
+
+def _width(out: Console, table: Table) -> int:
+    """The widest line of `table` laid out for the console (uncropped: a table whose column
+    minimums exceed the width comes out wider than the console)."""
+    lines = Segment.split_lines(out.render(table, out.options))
+    return max((Segment.get_line_length(line) for line in lines), default=0)
+
+
+def _compact(out: Console, rows: Sequence[Row], headers: Headers, title: str | None) -> Table:
+    """The compact table whose subject column is as wide as still fits the console (up to 24:
+    'gpu-01 GPU 0 ↔ GPU 1' on one line, 56 such rows a node), so check names and limits (a
+    few rows) fold before the subjects do."""
+    longest = max((len(_short_subject(r.subject)) for r in rows), default=0)
+    for width in range(min(24, longest), 5, -2):
+        for check in (None, 14, 12, 10):
+            table = compact_table(rows, headers, title, width, check)
+            if _width(out, table) <= out.width:
+                return table
+    return compact_table(rows, headers, title)
 
 
 def fits(out: Console, table: Table) -> bool:
@@ -134,7 +173,7 @@ def print_verdicts(out: Console, rows: Sequence[Row], headers: Headers | None = 
     if fits(out, table):
         out.print(table)
     else:
-        out.print(compact_table(rows, headers, title))
+        out.print(_compact(out, rows, headers, title))
         loud = [r for r in rows if _message(r)]
         if loud:
             out.print(Text(f"{len(loud)} not passed:", style="bold"))

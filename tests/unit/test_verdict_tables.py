@@ -65,6 +65,11 @@ def test_bench_at_80_columns_compact_table_and_whole_messages(bench_80: tuple[Re
     # the compact table still names every row: one status cell per result
     assert len(results) > 60  # 8 GPUs: h2d, d2h, HBM and 56 P2P rows, NCCL, fio, training
     assert "not passed:" in res.stdout
+    # about one line per result (a GPU pair is 'gpu-01 GPU 0↔1'); 602 lines for 2 nodes before
+    lines = res.stdout.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("────")) + 1:
+                  next(i for i, line in enumerate(lines) if line.endswith("not passed:"))]
+    assert len(results) <= len(table) <= 1.2 * len(results)
 
 
 def test_bench_on_a_wide_terminal_keeps_messages_in_the_table(tmp_path: Path) -> None:
