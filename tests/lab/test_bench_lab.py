@@ -105,3 +105,27 @@ def test_report_renders_html(bench_json: dict, runs_dir: Path, tmp_path: Path,
     assert '<svg' in html and "nccl-chart" in html
     for host in bench_json["hosts"]:
         assert f'data-node="{host}"' in html
+
+
+def test_every_emulated_figure_is_marked(bench_json: dict, runs_dir: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: what the lab's stand-in tools printed, what Soft-RoCE carried and what the
+    emulated NVMe drives wrote is marked as emulated, from the tools' own output: the stand-ins'
+    stderr line, perftest's device (rxe0), lsblk's model of the RAID's drives (QEMU NVMe Ctrl)."""
+    for host, data in bench_json["hosts"].items():
+        for r in data["results"]:
+            if r["test"] in ("all_reduce", "bwprobe") and r["value"] is not None:
+                assert "lab stand-in package" in (r["emulated"] or ""), (host, r)
+            if r["test"].startswith("fio_") and r["value"] is not None:
+                assert "QEMU NVMe Ctrl" in (r["emulated"] or ""), (host, r)
+    for r in bench_json["cluster"]["results"]:
+        if r["test"] in ("ib_write_bw", "ib_write_lat") and r["value"] is not None:
+            assert "rxe0" in (r["emulated"] or ""), r
+        if r["test"] == "all_reduce_multi_node" and r["value"] is not None:
+            assert "lab stand-in package" in (r["emulated"] or ""), r
+    monkeypatch.setenv("GPUCTL_RUNS_DIR", str(runs_dir))
+    out = tmp_path / "report.md"
+    r = CliRunner().invoke(main, ["report", "latest", "--format", "md", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    md = out.read_text()
+    assert md.startswith("# Lab report (emulated figures, not an acceptance)") and "**EMULATED:" in md
