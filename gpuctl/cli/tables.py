@@ -26,7 +26,8 @@ from rich.table import Table
 from rich.text import Text
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "red", "unreachable": "red",
-         "no-threshold": "cyan", "not-applicable": "dim", "skipped": "dim", "skip": "dim", "drift": "yellow"}
+         "no-threshold": "cyan", "not-applicable": "dim", "skipped": "dim", "skip": "dim", "drift": "yellow",
+         "running": "cyan"}
 EMULATED_MARK = "emulated"
 EMULATED_SHORT = "emu"  # the compact table's marker (the banner says what it means)
 # statuses whose message is not repeated below a compact table
@@ -50,11 +51,14 @@ class Row:
 
 @dataclass(frozen=True)
 class Headers:
+    """Column names; a column whose name is None is left out (turnkey's stages have no check
+    and no threshold)."""
+
     subject: str = "subject"
-    check: str = "check"
+    check: str | None = "check"
     status: str = "status"
-    value: str = "value"
-    threshold: str = "threshold"
+    value: str | None = "value"
+    threshold: str | None = "threshold"
     message: str = "message"
 
 
@@ -87,19 +91,28 @@ def _limit(threshold: str, unit: str = "") -> str:
     return limit.removesuffix(" " + unit) if unit else limit
 
 
-def _message(row: Row) -> str:
-    return "" if row.status in QUIET else row.message
+def _message(row: Row, quiet: frozenset[str] = QUIET) -> str:
+    return "" if row.status in quiet else row.message
 
 
-def wide_table(rows: Sequence[Row], headers: Headers, title: str | None = None) -> Table:
+def wide_table(rows: Sequence[Row], headers: Headers, title: str | None = None,
+               quiet: frozenset[str] = QUIET) -> Table:
     table = Table(title=title, title_justify="left")
-    for name in (headers.subject, headers.check, headers.status, headers.value, headers.threshold):
+    cols = _columns(headers)
+    for _, name in cols:
         table.add_column(name)
     table.add_column(headers.message, overflow="fold")
     for r in rows:
-        table.add_row(Text(r.subject), Text(r.check), _status(r.status), _value(r), Text(r.threshold),
-                      Text(_message(r)))
+        cells = {"subject": Text(r.subject), "check": Text(r.check), "status": _status(r.status),
+                 "value": _value(r), "threshold": Text(r.threshold)}
+        table.add_row(*(cells[key] for key, _ in cols), Text(_message(r, quiet)))
     return table
+
+
+def _columns(headers: Headers) -> list[tuple[str, str]]:
+    """(row field, column name) of the columns shown, message excluded."""
+    return [(key, name) for key in ("subject", "check", "status", "value", "threshold")
+            if (name := getattr(headers, key)) is not None]
 
 
 def compact_table(rows: Sequence[Row], headers: Headers, title: str | None = None,
@@ -110,15 +123,16 @@ def compact_table(rows: Sequence[Row], headers: Headers, title: str | None = Non
     `_compact`)."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
                   padding=(0, 1, 0, 0))
-    subjects = [_short_subject(r.subject) for r in rows]
-    table.add_column(headers.subject, overflow="fold", min_width=subject_width)
-    table.add_column(headers.check, overflow="fold", max_width=check_width)
-    table.add_column(headers.status, no_wrap=True)
-    table.add_column(headers.value, no_wrap=True)
-    table.add_column(headers.threshold, overflow="fold")
-    for r, subject in zip(rows, subjects, strict=True):
-        table.add_row(Text(subject), Text(r.check), _status(r.status), _value(r, EMULATED_SHORT),
-                      Text(_limit(r.threshold, r.unit)))
+    options = {"subject": {"overflow": "fold", "min_width": subject_width},
+               "check": {"overflow": "fold", "max_width": check_width}, "status": {"no_wrap": True},
+               "value": {"no_wrap": True}, "threshold": {"overflow": "fold"}}
+    cols = _columns(headers)
+    for key, name in cols:
+        table.add_column(name, **options[key])
+    for r in rows:
+        cells = {"subject": Text(_short_subject(r.subject)), "check": Text(r.check), "status": _status(r.status),
+                 "value": _value(r, EMULATED_SHORT), "threshold": Text(_limit(r.threshold, r.unit))}
+        table.add_row(*(cells[key] for key, _ in cols))
     return table
 
 
@@ -163,18 +177,19 @@ def emulated_banner(rows: Sequence[Row]) -> Text | None:
 
 
 def print_verdicts(out: Console, rows: Sequence[Row], headers: Headers | None = None,
-                   title: str | None = None) -> None:
-    """Print `rows` as a wide table when it fits, else compact with the messages below."""
+                   title: str | None = None, quiet: frozenset[str] = QUIET) -> None:
+    """Print `rows` as a wide table when it fits, else compact with the messages below. The
+    message of a row whose status is in `quiet` is not shown (default: pass)."""
     headers = headers or Headers()
     banner = emulated_banner(rows)
     if banner is not None:
         out.print(banner)
-    table = wide_table(rows, headers, title)
+    table = wide_table(rows, headers, title, quiet)
     if fits(out, table):
         out.print(table)
     else:
         out.print(_compact(out, rows, headers, title))
-        loud = [r for r in rows if _message(r)]
+        loud = [r for r in rows if _message(r, quiet)]
         if loud:
             out.print(Text(f"{len(loud)} not passed:", style="bold"))
         for r in loud:

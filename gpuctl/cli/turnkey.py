@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.table import Table
 
 from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.tables import Headers, Row, print_verdicts
 from gpuctl.errors import ExitCode
 from gpuctl.turnkey import run_turnkey
 from gpuctl.turnkey_stages import default_stages
@@ -46,11 +46,10 @@ def turnkey(inventory: str, resume: str | None, suite: str, allow_wipe: bool, ma
                    "failed_stage": result.failed_stage, "stages": result.stages,
                    "resume": None if result.ok else result.resume_hint(inventory)})
     else:
-        table = Table("stage", "status", "seconds", "detail", title=f"turnkey {result.record.id}")
-        for name, st in result.stages.items():
-            table.add_row(name, f"[{_STYLE.get(st['status'], 'white')}]{st['status']}[/]",
-                          str(st.get("seconds", "")), st.get("detail", ""))
-        out.print(table)
+        rows = [Row(name, "", st["status"], str(st.get("seconds", "")), "", str(st.get("detail", "")))
+                for name, st in result.stages.items()]
+        print_verdicts(out, rows, Headers(subject="stage", check=None, value="seconds", threshold=None,
+                                          message="detail"), title=f"turnkey {result.record.id}", quiet=frozenset())
         if result.ok:
             bundle = result.record.meta().get("bundle")
             out.print(f"[green]delivered[/]: run {result.record.path}" + (f", bundle {bundle}" if bundle else ""))

@@ -157,3 +157,20 @@ def test_analyze_marks_a_stand_in_output_captured_with_its_stderr(tmp_path: Path
     assert shown.startswith("nccl") and "EMULATED" in shown and " emu" in shown
     doc = json.loads(runner.invoke(main, ["analyze", "nccl", str(plain), "--sku", "hgx-h100-80gb", "--json"]).output)
     assert doc["emulated"] is None
+
+
+def test_turnkey_stage_table_without_check_and_threshold_columns() -> None:
+    """turnkey's stages go through the same printer: no check or threshold column, and the
+    detail of every stage (also a passed one) is shown."""
+    detail = ("verify: 2 of 16 nodes failed nvidia_driver.gpu_pcie_width; fix the cause, then resume "
+              "with gpuctl turnkey inventories/h100-8x4.yaml --resume 20250101T090000-turnkey")
+    rows = [Row("preflight", "", "pass", "12.5", "", "16 nodes found as ordered"),
+            Row("verify", "", "fail", "301.2", "", detail)]
+    headers = Headers(subject="stage", check=None, value="seconds", threshold=None, message="detail")
+    for width in (80, 250):
+        buf = io.StringIO()
+        print_verdicts(Console(file=buf, width=width, force_terminal=False, soft_wrap=True), rows, headers,
+                       quiet=frozenset())
+        text = buf.getvalue()
+        assert "check" not in text and "threshold" not in text
+        assert_readable(text, [detail, "16 nodes found as ordered"], width)
