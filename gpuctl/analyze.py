@@ -99,6 +99,8 @@ def _topo_figures(r: TopoResult) -> list[Figure]:
 
 def _smi_figures(r: NvidiaSmiResult) -> list[Figure]:
     out = [Figure("gpus", len(r.gpus)), Figure("driver_version", r.driver_version)]
+    if r.notes:
+        out.append(Figure("notes", list(r.notes)))
     for g in r.gpus:
         p = f"gpu{g.index}."
         out += [

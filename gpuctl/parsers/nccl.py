@@ -476,7 +476,8 @@ def _size(n: int) -> str:
 def parse_nccl_tests(text: str) -> NcclResult:
     """Parse the output of nccl-tests (any collective; one run or several, see the module
     docstring)."""
-    lines = [_strip_prefix(line) for line in require_text(text, TOOL).splitlines()]
+    # noise kept: a command line names the binary (the collective); other noise lines are ignored below
+    lines = [_strip_prefix(line) for line in require_text(text, TOOL, keep_noise=True).splitlines()]
     chunks = _split_runs(lines)
     if len(chunks) == 1:
         return _parse_run(chunks[0])

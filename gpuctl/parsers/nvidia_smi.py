@@ -147,6 +147,10 @@ class NvidiaSmiResult:
     driver_version: str | None
     cuda_version: str | None
     gpus: tuple[GpuInfo, ...]
+    # what was read but not used (CSV columns gpuctl does not judge), for the reader
+    notes: tuple[str, ...] = ()
+    # why the paste holds only part of the output (None: whole); what it holds is still judged
+    partial: str | None = None
 
 
 _MISSING = {"", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "[Unknown Error]"}
@@ -462,6 +466,8 @@ _CSV_MAP: dict[str, tuple[str, Callable[[str | None, str], Any]]] = {
 _GPU_FIELDS = {f.name for f in fields(GpuInfo)}
 # "memory.total [MiB]" in a header written without `nounits`
 _HEADER_UNIT = re.compile(r"\s*\[[^\]]*\]$")
+# a header cell: a --query-gpu field name ("pci.bus_id", "clocks_event_reasons.active"), never a value
+_FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*$")
 
 
 # "| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |"
@@ -485,7 +491,8 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
     """Parse `nvidia-smi --query-gpu=<query_fields> --format=csv[,noheader][,nounits]`.
 
     A header line, if present, decides the columns (so `query_fields` may be omitted);
-    units left in by a missing `nounits` ("81559 MiB") are removed.
+    units left in by a missing `nounits` ("81559 MiB") are removed. Columns gpuctl does
+    not read (memory.used, pstate, ...) are skipped and named in `notes`.
     """
     text = require_text(text, TOOL)
     _check_failure(text)
@@ -493,15 +500,18 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
     reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
     records = [r for r in reader if r and any(c.strip() for c in r)]
     columns = list(query_fields)
-    if records and records[0] and _HEADER_UNIT.sub("", records[0][0].strip()) in _CSV_MAP \
-            and not records[0][0].strip()[:1].isdigit():
+    if records and records[0] and all(_FIELD_NAME.match(_HEADER_UNIT.sub("", c.strip())) for c in records[0]):
         columns = [_HEADER_UNIT.sub("", c.strip()) for c in records[0]]
         records = records[1:]
     if not records:
         raise ParseError(f"{TOOL} --query-gpu: a header but no GPU lines")
+    # A column gpuctl does not judge (memory.used, pstate, power.draw, ...) is skipped, not
+    # refused: only the columns it reads matter, and one of them must be there.
     unknown = [c for c in columns if c not in _CSV_MAP]
-    if unknown:
-        raise ParseError(f"{TOOL} --query-gpu: fields gpuctl does not read: {', '.join(unknown)}")
+    if len(unknown) == len(columns):
+        raise ParseError(f"{TOOL} --query-gpu: none of the fields gpuctl reads ({', '.join(unknown)}); "
+                         f"{_CSV_HINT}")
+    notes = (f"columns not judged by gpuctl, skipped: {', '.join(unknown)}",) if unknown else ()
     gpus = []
     for n, record in enumerate(records):
         line = ", ".join(record)
@@ -511,6 +521,8 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
             )
         values: dict[str, Any] = {}
         for column, raw in zip(columns, record, strict=True):
+            if column not in _CSV_MAP:
+                continue
             attr, convert = _CSV_MAP[column]
             try:
                 values[attr] = convert(raw, f"{column} in {quote(line)}")
@@ -523,4 +535,4 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
         values.setdefault("bus_id", None)
         gpus.append(GpuInfo(**{k: v for k, v in values.items() if k in _GPU_FIELDS}))
     drivers = {g.driver_version for g in gpus if g.driver_version}
-    return NvidiaSmiResult("csv", drivers.pop() if len(drivers) == 1 else None, None, tuple(gpus))
+    return NvidiaSmiResult("csv", drivers.pop() if len(drivers) == 1 else None, None, tuple(gpus), notes)

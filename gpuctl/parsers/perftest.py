@@ -168,7 +168,7 @@ def parse_ib_write_bw(text: str) -> BwResult:
     the other sections are in `BwResult.others`. A bidirectional section is told by its
     banner; output without a banner is bidirectional when the ``ib_*_bw`` command line in
     it has ``-b``/``--bidirectional``."""
-    text = require_text(text, TOOL_BW)
+    text = require_text(text, TOOL_BW, keep_noise=True)  # "-b" on the command line says bidirectional
     lines = text.splitlines()
     sections: dict[tuple[str, bool] | None, _Section] = {}
     cur = sections.setdefault(None, _Section())
