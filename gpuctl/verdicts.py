@@ -230,13 +230,28 @@ def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NO
     return out
 
 
+def _wrong_sizes(result: NcclResult) -> str:
+    """'96 out-of-place + 32 in-place at 1048576 B' for the (first three) sizes with wrong elements."""
+    parts = []
+    for r in result.rows:
+        cells = [f"{n} {where}" for n, where in ((r.oop_wrong, "out-of-place"), (r.ip_wrong, "in-place")) if n]
+        if cells:
+            parts.append(f"{' + '.join(cells)} at {r.size_bytes} B")
+    more = f"; and {len(parts) - 3} more sizes" if len(parts) > 3 else ""
+    return "; ".join(parts[:3]) + more
+
+
 def _judge_nccl_run(result: NcclResult, sku: Sku | None, subject: Subject) -> list[Verdict]:
     out = []
-    if result.validated:
+    if result.validated or result.out_of_bounds:
+        where = _wrong_sizes(result)
+        oob = f"; nccl-tests: 'Out of bounds values : {result.out_of_bounds} FAILED'" if result.out_of_bounds else ""
         out.append(judge_fact(
-            "nccl_wrong", result.wrong == 0, value=result.wrong, expected=0, subject=subject,
-            source=NCCL_WRONG_SOURCE, remediation=Remediation.VENDOR_RMA,
-            message=f"{result.wrong} wrong elements: data corrupted in a collective (GPU, NVLink or NIC fault)",
+            "nccl_wrong", result.wrong == 0 and not result.out_of_bounds, value=result.wrong, expected=0,
+            subject=subject, source=NCCL_WRONG_SOURCE, remediation=Remediation.VENDOR_RMA,
+            message=f"data check failed: {result.wrong} wrong elements"
+                    + (f" ({where})" if where else "") + oob
+                    + ": data corrupted in a collective (GPU, NVLink, NIC or network-stack fault)",
         ))
     else:
         out.append(Verdict("nccl_wrong", Status.NO_THRESHOLD, subject, None, 0, "", NCCL_WRONG_SOURCE,
