@@ -38,7 +38,7 @@ def test_wrong_elements_fail_the_data_check_naming_the_size() -> None:
 
 
 def test_cli_exit_1_not_2() -> None:
-    res = CliRunner().invoke(main, ["analyze", "nccl", str(GH200)])
+    res = CliRunner().invoke(main, ["analyze", "nccl", str(GH200), "--json"])
     assert res.exit_code == 1, res.output
     assert "1048576 B" in res.output
 
