@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from gpuctl.catalog import EccLimits, Health, Sku, Threshold, load_health
 from gpuctl.parsers.bandwidth import BandwidthResult
-from gpuctl.parsers.dcgm import DcgmResultSet
+from gpuctl.parsers.dcgm import DcgmResultSet, DcgmTest
 from gpuctl.parsers.fio import RW_INFERRED, FioJob, FioResult
 from gpuctl.parsers.gdsio import GdsioResult
 from gpuctl.parsers.ibstat import IbPort, IbstatResult
@@ -875,9 +875,40 @@ def judge_bandwidth(result: BandwidthResult, sku: Sku | None = None, subject: Su
 _HARDWARE_CATEGORIES = {"hardware", "stress", "integration", "performance"}
 
 
+# When a DCGM run validated the GPUs: the one rule (`dcgm_unvalidated`), and why.
+DCGM_VALIDATION_SOURCE = (
+    "gpuctl rule: dcgmi diag lists every test of the level it ran (-r 1 the deployment/software checks; -r 2 adds "
+    "Integration (PCIe) and Hardware (GPU Memory); -r 3 adds Stress; DCGM User Guide, 'Run Levels'), and marks a "
+    "test it did not run Skip (a missing plugin, an is_allowed=false test, an unsupported GPU: NVIDIA/DCGM#55, "
+    "#139). A category of the run whose every test was skipped validated nothing, so a run with one is at best a "
+    "warning, never a pass: a level-3 run that skipped PCIe, GPU Memory and every stress test checked the "
+    "software only"
+)
+
+
+def dcgm_unvalidated(result: DcgmResultSet) -> dict[str, list[str]]:
+    """The categories of `result` in which no test ran (every result Skip), each with its
+    tests: what the run's level asked for and did not check (see `DCGM_VALIDATION_SOURCE`)."""
+    tests_by_category: dict[str, list[DcgmTest]] = {}
+    for t in result.tests:
+        tests_by_category.setdefault(t.category or "(no category)", []).append(t)
+    return {cat: list(dict.fromkeys(t.name for t in tests))
+            for cat, tests in tests_by_category.items() if all(t.status == "skip" for t in tests)}
+
+
 def judge_dcgm(result: DcgmResultSet, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """One verdict per test result (a skipped one is not-applicable), plus `dcgm_validated`:
+    a warning when a category of the run had every test skipped (`dcgm_unvalidated`)."""
     out = []
     source = f"DCGM {result.dcgm_version or ''} diagnostic".replace("  ", " ")
+    unvalidated = dcgm_unvalidated(result)
+    if unvalidated:
+        listed = "; ".join(f"{cat}: {', '.join(names)}" for cat, names in unvalidated.items())
+        out.append(Verdict(
+            "dcgm_validated", Status.WARN, subject, False, True, "", DCGM_VALIDATION_SOURCE, Remediation.RERUN,
+            f"{subject.label()}: not validated: every test of {len(unvalidated)} categor"
+            f"{'y' if len(unvalidated) == 1 else 'ies'} of this run was skipped ({listed}); rerun with those tests "
+            "allowed (dcgmi diag -r N -v shows why each was skipped)"))
     for test in result.tests:
         for r in test.results:
             gpus = "all GPUs" if r.gpus is None else "GPU " + ", ".join(map(str, r.gpus))
