@@ -191,6 +191,18 @@ def overall(verdicts: Iterable[Verdict]) -> Status:
     return Status.NOT_APPLICABLE if statuses == {Status.NOT_APPLICABLE} else Status.NO_THRESHOLD
 
 
+PARTIAL_SOURCE = ("gpuctl rule: a paste cut short (an elision line, a table without its end, fewer GPU sections "
+                  "than the tool says it has) is judged for what it shows, so a fault in it is still reported; "
+                  "what it does not show was not validated, so the paste is at best a warning, never a pass")
+
+
+def partial_paste(tool: str, reason: str, subject: Subject = NODE) -> Verdict:
+    """The warning every judge adds for a partial paste (see `PARTIAL_SOURCE`)."""
+    return Verdict("partial_paste", Status.WARN, subject, reason, "the whole output", "", PARTIAL_SOURCE,
+                   Remediation.RERUN, f"{subject.label()}: partial {tool} output ({reason}): what it shows is judged, "
+                   "the rest is not validated; give the whole output")
+
+
 def _threshold(sku: Sku | None, name: str) -> Threshold | None:
     return sku.thresholds.get(name) if sku is not None else None
 
@@ -476,7 +488,10 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
     to Gen1 to save power — rerun under load to confirm."""
     health = load_health()
     out: list[Verdict] = []
-    if sku is not None:
+    if result.partial:
+        # the GPUs it does not show are not judged (nor counted); the ones it shows are
+        out.append(partial_paste(f"nvidia-smi -{result.format}", result.partial, subject))
+    elif sku is not None:
         n = len(result.gpus)
         out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
                               source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
@@ -547,15 +562,19 @@ def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject 
                                     "nvidia-fabricmanager and the driver, then reboot" if sku else
                                     "without --sku it is not known whether this machine should have NVLink")))]
     out: list[Verdict] = []
+    if result.partial:
+        out.append(partial_paste(NVLINK_TOOL, result.partial, subject))
     if sku is not None and len(result.gpus) > 1:
         n = len(result.gpus)
         out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
                               source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
                               message=f"{n} GPUs in nvidia-smi nvlink --status, the SKU {sku.name} has "
                                       f"{sku.gpu.count}"))
-    most = max((g.active_links for g in result.gpus if not g.all_inactive), default=0)
+    most = max((g.active_links for g in result.gpus if not g.all_inactive and not g.cut), default=0)
     for gpu in result.gpus:
         s = Subject(subject.node, gpu.index)
+        if gpu.cut and not gpu.all_inactive:
+            continue  # its link list is elided: how many links it has is not known (partial_paste says so)
         if gpu.all_inactive:
             out.append(judge_fact("nvlink_active", False, value=0, expected=sku.nvlink.links_per_gpu if sku else None,
                                   subject=s, source="nvidia-smi nvlink --status", remediation=Remediation.REBOOT,
@@ -901,6 +920,8 @@ def judge_dcgm(result: DcgmResultSet, sku: Sku | None = None, subject: Subject =
     a warning when a category of the run had every test skipped (`dcgm_unvalidated`)."""
     out = []
     source = f"DCGM {result.dcgm_version or ''} diagnostic".replace("  ", " ")
+    if result.partial:
+        out.append(partial_paste("dcgmi diag", result.partial, subject))
     unvalidated = dcgm_unvalidated(result)
     if unvalidated:
         listed = "; ".join(f"{cat}: {', '.join(names)}" for cat, names in unvalidated.items())

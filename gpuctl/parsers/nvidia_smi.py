@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gpuctl.errors import ParseError
-from gpuctl.parsers._common import quote, require_text
+from gpuctl.parsers._common import noise_lines, quote, require_text
 
 TOOL = "nvidia-smi"
 
@@ -309,25 +309,30 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
 _Q_FULL_SECTIONS = ("Product Name", "PCI", "Processes")
 
 
-def _q_check_complete(buses: list[str], trees: list[Tree]) -> None:
-    """Refuse output cut inside a GPU's block: the last GPU must have every section the
-    other GPUs all have, and a full -q block must reach its Processes section."""
+def _q_incomplete(buses: list[str], trees: list[Tree]) -> list[str]:
+    """Why the output is cut inside a GPU's block (empty when it is not): a GPU without a
+    section a full -q block has, or the last GPU without one every other GPU has."""
+    out = []
     full = any("Product Name" in t for t in trees)
     for bus, tree in zip(buses, trees, strict=True):
         missing = [k for k in _Q_FULL_SECTIONS if k not in tree] if full else []
-        if missing:
-            raise ParseError(f"{TOOL} -q: GPU {bus} has no {', '.join(missing)} section (truncated output?)")
-    if len(trees) > 1:
+        if not tree:
+            out.append(f"GPU {bus} has an empty section")
+        elif missing:
+            out.append(f"GPU {bus} has no {', '.join(missing)} section")
+    if len(trees) > 1 and trees[-1]:
         shared = set.intersection(*(set(t) for t in trees[:-1]))
         missing = [k for k in trees[0] if k in shared and k not in trees[-1]]
-        if missing:
+        if missing and not any(o.startswith(f"GPU {buses[-1]} ") for o in out):
             shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-            raise ParseError(f"{TOOL} -q: GPU {buses[-1]} lacks {shown}, which every other GPU has "
-                             "(truncated output?)")
+            out.append(f"GPU {buses[-1]} lacks {shown}, which every other GPU has")
+    return out
 
 
 def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
-    """Parse `nvidia-smi -q` (also `-q -d SECTION`) text."""
+    """Parse `nvidia-smi -q` (also `-q -d SECTION`) text; a cut paste is read and marked
+    `partial` (see below), refused only when it holds no GPU section."""
+    raw = text
     text = require_text(text, TOOL)
     _check_failure(text)
     top: dict[str, str] = {}
@@ -341,22 +346,23 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
             top[m.group(1)] = m.group(2).strip()
     if not blocks:
         raise ParseError(f"{TOOL} -q: no 'GPU 0000xxxx:xx:xx.x' section in the output")
+    # A paste cut short (fewer GPU sections than 'Attached GPUs', a GPU block without its
+    # sections, an elision line) is read for what it shows and marked partial: a fault in
+    # the part that is there is still reported.
+    partial: list[str] = []
     attached = _int(top.get("Attached GPUs"), "Attached GPUs")
     if attached is not None and attached != len(blocks):
-        raise ParseError(
-            f"{TOOL} -q: 'Attached GPUs : {attached}' but {len(blocks)} GPU section(s) found (truncated output, "
-            "or `nvidia-smi -q -i` of some GPUs only? give the whole `nvidia-smi -q`)"
-        )
+        partial.append(f"'Attached GPUs : {attached}' but {len(blocks)} GPU section(s) (cut, or `nvidia-smi -q -i` "
+                       "of some GPUs only)")
     driver = _clean(top.get("Driver Version"))
-    trees = []
-    for bus, block in blocks:
-        tree = _q_tree(block)
-        if not tree:
-            raise ParseError(f"{TOOL} -q: GPU {bus} has an empty section (truncated output?)")
-        trees.append(tree)
-    _q_check_complete([bus for bus, _ in blocks], trees)
+    trees = [_q_tree(block) for _, block in blocks]
+    partial += _q_incomplete([bus for bus, _ in blocks], trees)
+    elided = [n for n, kind, _ in noise_lines(raw) if kind == "elision"]
+    if elided:
+        partial.append(f"elided at line {', '.join(map(str, elided))}")
     gpus = [_q_gpu(i, bus, tree, driver) for i, ((bus, _), tree) in enumerate(zip(blocks, trees, strict=True))]
-    return NvidiaSmiResult("q", driver, _clean(top.get("CUDA Version")), tuple(gpus))
+    return NvidiaSmiResult("q", driver, _clean(top.get("CUDA Version")), tuple(gpus),
+                           partial="; ".join(partial) or None)
 
 
 # ---------------------------------------------------------------- nvidia-smi -q -x (XML)
