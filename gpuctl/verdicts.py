@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from gpuctl.catalog import EccLimits, Health, Sku, Threshold, load_health
+from gpuctl.catalog import EccLimits, Health, Measured, Sku, Threshold, load_health, outside_workload
 from gpuctl.parsers.bandwidth import BandwidthResult
 from gpuctl.parsers.dcgm import DcgmResultSet, DcgmTest
 from gpuctl.parsers.fio import RW_INFERRED, FioJob, FioResult
@@ -118,8 +118,12 @@ def judge(
     subject: Subject = NODE,
     *,
     remediation: Remediation = Remediation.RERUN,
+    measured: Measured | None = None,
 ) -> Verdict:
-    """Judge one number against one threshold (see the module docstring)."""
+    """Judge one number against one threshold (see the module docstring). `measured` is
+    what the output says of its workload: outside the threshold's `applies_to`
+    (`gpuctl.catalog.outside_workload`) the figure is reported, not judged
+    (not-applicable, with the reason and the threshold it was not held to)."""
     where = subject.label()
     if threshold is None:
         return Verdict(name, Status.NO_THRESHOLD, subject, value, None, unit, "", Remediation.NONE,
@@ -127,6 +131,13 @@ def judge(
     if threshold.not_applicable:
         return Verdict(name, Status.NOT_APPLICABLE, subject, value, None, unit, threshold.source, Remediation.NONE,
                        f"{where}: {name} not applicable: {threshold.source}")
+    if (why := outside_workload(threshold.applies_to, measured)) is not None:
+        assert threshold.applies_to is not None
+        limit = threshold.min if threshold.min is not None else threshold.max
+        return Verdict(name, Status.NOT_APPLICABLE, subject, value, limit, unit,
+                       f"{threshold.source}; workload: {threshold.applies_to.source}", Remediation.NONE,
+                       f"{where}: {name} = {_fmt(value, unit)}, not judged: {why} (the {_fmt(limit, unit)} "
+                       f"threshold is for {threshold.applies_to.describe()})")
     limit = threshold.min if threshold.min is not None else threshold.max
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return Verdict(name, Status.ERROR, subject, None, limit, unit, threshold.source, Remediation.RERUN,
@@ -289,8 +300,17 @@ def _judge_nccl_run(result: NcclResult, sku: Sku | None, subject: Subject) -> li
     multi = result.nodes > 1 or result.gpus > sku.gpu.count
     name = names[1] if multi else names[0]
     out.append(judge(name, value, _threshold(sku, name), "GB/s", subject,
-                     remediation=Remediation.RECONFIGURE))
+                     remediation=Remediation.RECONFIGURE, measured=Measured(gpus_per_node=_gpus_per_node(result))))
     return out
+
+
+def _gpus_per_node(result: NcclResult) -> int | None:
+    """Ranks per node of an nccl-tests run: the ranks over the hosts of its Rank lines when
+    they divide evenly (one host: all ranks); None when the output does not say."""
+    if result.nodes == 0:
+        return None
+    per, rest = divmod(result.gpus, result.nodes)
+    return per if rest == 0 and per > 0 else None
 
 
 # ---------------------------------------------------------------- topo -m
@@ -353,6 +373,20 @@ def _gpu_nic_paths(result: TopoResult, sku: Sku, subject: Subject) -> list[Verdi
         return [Verdict("gpu_nic_path", Status.NOT_APPLICABLE, subject, None, limit.code, "", limit.source,
                         Remediation.NONE, f"{subject.label()}: no NIC in this topo -m (RDMA devices not visible "
                         "here?); GPU–NIC paths not judged")]
+    # NIC sites, not NIC names: the ports and virtual functions of one adapter are one place
+    why = outside_workload(limit.applies_to, Measured(nics=len(result.nic_sites()), gpus=len(result.gpus)))
+    if why is not None:
+        assert limit.applies_to is not None
+        out = []
+        for gpu in result.gpus:
+            near = result.nearest_nic(gpu)
+            out.append(Verdict(
+                "gpu_nic_path", Status.NOT_APPLICABLE, Subject(subject.node, int(gpu[3:])), near[1] if near else None,
+                limit.code, "", f"{limit.source}; workload: {limit.applies_to.source}", Remediation.NONE,
+                f"{subject.label()}: {gpu}: nearest NIC "
+                + (f"{result.nic_label(near[0])} is {near[1]}" if near else "none over PCIe")
+                + f", not judged: {why} (the {limit.code}-or-nearer rule is for {limit.applies_to.describe()})"))
+        return out
     out = []
     for gpu in result.gpus:
         s = Subject(subject.node, int(gpu[3:]))
@@ -748,8 +782,9 @@ def judge_ib_write_bw(result: BwResult, sku: Sku | None = None, subject: Subject
     a mean at or above the floor only warns and asks for a run that shows each direction."""
     t = _threshold(sku, IB_BW_CHECK)
     rem = Remediation.RECONFIGURE
-    if not result.bidirectional:
-        return [judge(IB_BW_CHECK, result.bw_avg_gbit_s, t, "Gb/s", subject, remediation=rem)]
+    measured = Measured(message_bytes=result.msg_size_bytes)
+    if outside_workload(t.applies_to if t else None, measured) or not result.bidirectional:
+        return [judge(IB_BW_CHECK, result.bw_avg_gbit_s, t, "Gb/s", subject, remediation=rem, measured=measured)]
     total = _fmt(result.bw_avg_gbit_s, "Gb/s")
     both = result.direction_avgs_gbit_s
     if both is not None:
@@ -806,7 +841,9 @@ def _not_a_disk_measurement(jobs: Sequence[FioJob]) -> str | None:
 
 def _judge_fio_figure(name: str, value: float, unit: str, jobs: Sequence[FioJob], sku: Sku | None,
                       subject: Subject) -> Verdict:
-    v = judge(name, value, _threshold(sku, name), unit, subject, remediation=Remediation.RECONFIGURE)
+    rw = tuple(dict.fromkeys(j.rw for j in jobs if j.rw))
+    v = judge(name, value, _threshold(sku, name), unit, subject, remediation=Remediation.RECONFIGURE,
+              measured=Measured(fio_rw=rw or None))
     inferred = "; ".join(f"rw={j.rw} of job {j.name!r} inferred from the {j.rw_source}: no job definition line"
                          for j in jobs if j.rw_source in RW_INFERRED)
     if inferred:
@@ -831,11 +868,12 @@ def judge_fio(result: FioResult, sku: Sku | None = None, subject: Subject = NODE
     say (text without its job definition line, see `gpuctl.parsers.fio`) cannot be judged
     at all: an error verdict, with or without a SKU."""
     out = []
-    randread = [j for j in result.jobs if j.rw in _RANDREAD]
     seqwrite = [j for j in result.jobs if j.rw in _SEQWRITE]
-    if randread:
-        iops = sum(j.read.iops for j in randread if j.read is not None)
-        out.append(_judge_fio_figure("fio_randread_iops", iops, "IOPS", randread, sku, subject))
+    for mode in sorted(_RANDREAD):  # each workload on its own: the threshold says which it is for
+        randread = [j for j in result.jobs if j.rw == mode]
+        if randread:
+            iops = sum(j.read.iops for j in randread if j.read is not None)
+            out.append(_judge_fio_figure("fio_randread_iops", iops, "IOPS", randread, sku, subject))
     if seqwrite:
         gb_s = sum(j.write.bw_gb_s for j in seqwrite if j.write is not None)
         out.append(_judge_fio_figure("fio_seqwrite_gb_s", gb_s, "GB/s", seqwrite, sku, subject))
