@@ -141,7 +141,10 @@ def _bw_figures(r: BwResult) -> list[Figure]:
             Figure("bidirectional", r.bidirectional),
             Figure("bw_average_per_direction", _r(r.bw_avg_per_direction_gbit_s), "Gb/s"),
             Figure("msg_size", r.msg_size_bytes, "bytes"), Figure("reported_unit", r.reported_unit),
-            Figure("sizes", len(r.rows)), Figure("test", r.test),
+            Figure("sizes", len(r.rows)), Figure("test", r.test), Figure("rail", r.rail),
+            *[f for o in r.rails for f in (Figure(f"{o.rail}.bw_average", _r(o.bw_avg_gbit_s), "Gb/s"),
+                                           Figure(f"{o.rail}.msg_size", o.msg_size_bytes, "bytes"))],
+            *([Figure("rails_interleaved", list(r.mixed_with))] if r.mixed_with else []),
             *[f for o in r.others for f in (Figure(f"{o.label}.bw_average", _r(o.bw_avg_gbit_s), "Gb/s"),
                                              Figure(f"{o.label}.bw_peak", _r(o.bw_peak_gbit_s), "Gb/s"))]]
 

@@ -774,6 +774,24 @@ IB_BW_CHECK = "ib_write_bw_gbit_s"
 
 
 def judge_ib_write_bw(result: BwResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """Every rail of the output judged on its own (`_judge_ib_write_bw_rail`), each verdict
+    naming its rail (device, GID) when the output shows more than one."""
+    runs = (result, *result.rails)
+    if len(runs) == 1 and not result.mixed_with:
+        return _judge_ib_write_bw_rail(result, sku, subject)
+    out = []
+    for run in runs:
+        s = replace(subject, port=run.rail) if run.rail else subject
+        for v in _judge_ib_write_bw_rail(run, sku, s):
+            if run.mixed_with:
+                rails = ", ".join((run.rail or "?", *run.mixed_with))
+                v = replace(v, message=f"{v.message} [rows of rails {rails} are interleaved in the output: this is the "
+                                       "lowest of them; rerun each rail into its own file to judge each]")
+            out.append(v)
+    return out
+
+
+def _judge_ib_write_bw_rail(result: BwResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """`ib_write_bw_gbit_s` is a floor for one port in one direction. A unidirectional run
     is judged as printed. A bidirectional run (``-b``) prints the SUM of both directions:
     with ``--report_both`` each direction is judged on its own; without, the mean per
