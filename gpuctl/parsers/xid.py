@@ -4,7 +4,7 @@ and the driver's lost-GPU messages that carry no Xid at all.
 A log without any event is the healthy case and parses to an empty result; an empty
 text is not a log and raises `ParseError`. With ``strict=True`` (what ``gpuctl analyze
 xid`` uses) a text with neither an event line nor one line in a kernel log's shape
-(see `_KERNEL_LINE`) is refused too: a wrong file must not pass as a clean log.
+(see `KERNEL_LINE`) is refused too: a wrong file must not pass as a clean log.
 
 What is recorded, and how it is counted:
 
@@ -93,7 +93,7 @@ _RM_INIT = re.compile(rf"NVRM: (?:GPU ({_BDF}): )?RmInitAdapter failed! (\([^)]*
 #   "kern  :info  : [    5.123456] ..."       dmesg -x
 #   "Dec 02 10:00:00 host kernel: ..."        journalctl -k (short)
 #   "2026-12-02T10:00:00+0000 host kernel: "  journalctl -o short-iso, dmesg --time-format iso
-_KERNEL_LINE = re.compile(
+KERNEL_LINE = re.compile(
     r"^(?:<\d+>)?\[\s*\d+\.\d+\]"
     r"|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
     r"|^kern\s*:\s*\w+\s*:"
@@ -235,7 +235,7 @@ def parse_xid_log(text: str, *, strict: bool = False) -> XidResult:
             lost.append(event)
         i += used
     if (strict and not events and not sxids and not lost
-            and not any(_KERNEL_LINE.match(x.lstrip()) for x in lines)):
+            and not any(KERNEL_LINE.match(x.lstrip()) for x in lines)):
         raise ParseError(f"{TOOL}: not a kernel log (no dmesg or journalctl -k line in it); "
                          f"first line: {quote(lines[0] if lines else '')}")
     return XidResult(tuple(events), tuple(sxids), len(lines), tuple(lost))
