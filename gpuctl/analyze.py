@@ -18,7 +18,7 @@ from typing import Any
 from gpuctl import verdicts as v
 from gpuctl.catalog import Sku
 from gpuctl.errors import ParseError
-from gpuctl.parsers._common import drop_noise, strip_ansi
+from gpuctl.parsers._common import drop_noise, noise_lines, strip_ansi
 from gpuctl.parsers.bandwidth import BandwidthResult, parse_bandwidth
 from gpuctl.parsers.dcgm import DcgmResultSet, parse_dcgmi_diag
 from gpuctl.parsers.fio import FioResult, parse_fio
@@ -331,4 +331,9 @@ def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = 
         raise type(exc)(f"{source}: {exc}") from None
     except ParseError as exc:
         raise ParseError(f"{source}: {exc}") from None
-    return Analysis(kind, tuple(k.figures(result)), tuple(k.judge(result, sku, subject)))
+    figures = k.figures(result)
+    if skipped := noise_lines(text):
+        # what was skipped as paste noise, so a reader can check nothing of the output was
+        figures.append(Figure("paste_noise_skipped",
+                              [f"line {n}: {what} {line[:60]!r}" for n, what, line in skipped]))
+    return Analysis(kind, tuple(figures), tuple(k.judge(result, sku, subject)))

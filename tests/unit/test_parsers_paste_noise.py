@@ -106,3 +106,9 @@ def test_query_gpu_csv_after_a_bare_command_line_is_judged_against_the_sku() -> 
                      load_sku("hgx-h100-80gb"))
     mem = [v for v in a.verdicts if v.check == "memory_total_mib"]
     assert len(mem) == 8 and all(v.status is Status.FAIL for v in mem)
+
+
+def test_analysis_names_the_lines_it_skipped() -> None:
+    a = analyze_text("nvlink", fixture("nvlink-s-a6000-2gpu-hash-command-elided.txt"))
+    fig = {f.name: f.value for f in a.figures}
+    assert fig["paste_noise_skipped"] == ["line 1: command line '### nvidia-smi nvlink -s'", "line 9: elision '...'"]
