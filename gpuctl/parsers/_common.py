@@ -73,14 +73,22 @@ _ELISION = re.compile(
 _TRACE = re.compile(r"^\s*(?:\++\s+\S.*|(?:srun|salloc|sbatch|pdsh@[\w.\-]+|clush)\s*:\s.*)$")
 
 
+# markup a paste brings from a ticket or a README: a code fence ("```", "```console") or a
+# Markdown heading ("## server", "### nvidia-smi nvlink -e"); no tool gpuctl reads prints either
+_MARKUP = re.compile(r"^\s*(?:```[\w+-]*|~~~[\w+-]*|#{2,6}\s+\S.*)\s*$")
+
+
 def noise_kind(line: str) -> str | None:
-    """What paste noise `line` is ('command line', 'elision', 'trace'), or None for output."""
+    """What paste noise `line` is ('command line', 'elision', 'trace', 'markup'), or None
+    for output."""
     if _ELISION.match(line):
         return "elision"
     if _TRACE.match(line):
         return "trace"
     if _PROMPT_LINE.match(line):
         return "command line"
+    if _MARKUP.match(line):
+        return "markup"
     return None
 
 

@@ -39,6 +39,7 @@ def fixture(name: str) -> str:
     ("…", "elision"),
     ("+ mpirun --allow-run-as-root -c 2 ./local_run_inc.sh", "trace"),
     ("srun: job 1234 queued and waiting for resources", "trace"),
+    ("```", "markup"), ("```console", "markup"), ("## server", "markup"),
 ])
 def test_noise_lines_are_recognised(line: str, kind: str) -> None:
     assert noise_kind(line) == kind
