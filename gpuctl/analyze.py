@@ -1,12 +1,15 @@
 """Judge a tool output that came from anywhere: parse it, list its figures, judge it.
 
 `analyze_text(kind, text, sku)` is what `gpuctl analyze KIND FILE` calls; bench and
-report code can call it too. Each kind pairs one parser with one judging helper from
+report code can call it too. `detect_kind(text)` tells the kind of an output given
+without one (`gpuctl analyze FILE`) from the marks each tool prints, and refuses when
+none or several kinds' marks are in it. Each kind pairs one parser with one judging helper from
 `gpuctl.verdicts` and a function that lists the headline figures.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -15,6 +18,7 @@ from typing import Any
 from gpuctl import verdicts as v
 from gpuctl.catalog import Sku
 from gpuctl.errors import ParseError
+from gpuctl.parsers._common import drop_noise, noise_lines, strip_ansi
 from gpuctl.parsers.bandwidth import BandwidthResult, parse_bandwidth
 from gpuctl.parsers.dcgm import DcgmResultSet, parse_dcgmi_diag
 from gpuctl.parsers.fio import FioResult, parse_fio
@@ -32,7 +36,7 @@ from gpuctl.parsers.nvlink import NvlinkResult, parse_nvlink_status
 from gpuctl.parsers.perftest import BwResult, LatResult, parse_ib_write_bw, parse_ib_write_lat
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.training import TrainingResult, parse_training_log
-from gpuctl.parsers.xid import XidResult, parse_xid_log
+from gpuctl.parsers.xid import KERNEL_LINE, XidResult, parse_xid_log
 from gpuctl.provenance import emulated_source
 
 # The largest input `gpuctl analyze` reads. A whole-boot `dmesg` or a full nccl-tests sweep
@@ -54,6 +58,7 @@ class Analysis:
     figures: tuple[Figure, ...]
     verdicts: tuple[v.Verdict, ...]
     emulated: str | None = None  # why the figures are not real hardware's (gpuctl.provenance)
+    detected: str | None = None  # how the kind was told when it was not given (`detect_kind`)
 
     @property
     def status(self) -> v.Status:
@@ -67,6 +72,7 @@ class Analysis:
     def as_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            **({"detected": self.detected} if self.detected else {}),
             "status": self.status.value,
             "figures": {f.name: {"value": f.value, "unit": f.unit} for f in self.figures},
             "verdicts": [x.as_dict() for x in self.verdicts],
@@ -102,6 +108,8 @@ def _topo_figures(r: TopoResult) -> list[Figure]:
 
 def _smi_figures(r: NvidiaSmiResult) -> list[Figure]:
     out = [Figure("gpus", len(r.gpus)), Figure("driver_version", r.driver_version)]
+    if r.notes:
+        out.append(Figure("notes", list(r.notes)))
     for g in r.gpus:
         p = f"gpu{g.index}."
         out += [
@@ -142,7 +150,10 @@ def _bw_figures(r: BwResult) -> list[Figure]:
             Figure("bidirectional", r.bidirectional),
             Figure("bw_average_per_direction", _r(r.bw_avg_per_direction_gbit_s), "Gb/s"),
             Figure("msg_size", r.msg_size_bytes, "bytes"), Figure("reported_unit", r.reported_unit),
-            Figure("sizes", len(r.rows)), Figure("test", r.test),
+            Figure("sizes", len(r.rows)), Figure("test", r.test), Figure("rail", r.rail),
+            *[f for o in r.rails for f in (Figure(f"{o.rail}.bw_average", _r(o.bw_avg_gbit_s), "Gb/s"),
+                                           Figure(f"{o.rail}.msg_size", o.msg_size_bytes, "bytes"))],
+            *([Figure("rails_interleaved", list(r.mixed_with))] if r.mixed_with else []),
             *[f for o in r.others for f in (Figure(f"{o.label}.bw_average", _r(o.bw_avg_gbit_s), "Gb/s"),
                                              Figure(f"{o.label}.bw_peak", _r(o.bw_peak_gbit_s), "Gb/s"))]]
 
@@ -232,6 +243,79 @@ KINDS: dict[str, Kind] = {
 }
 
 
+# What marks each kind's output, checked on the text without paste noise. Each pattern
+# sits beside the line it matches; a kind whose marks are found is a candidate.
+_SIGNS: dict[str, tuple[re.Pattern[str], ...]] = {
+    # "#       size         count      type   redop    root     time   algbw   busbw #wrong ..."
+    # (also behind a launcher prefix: "[1,0]<stdout>:#  size ...", "(head, rank=0, pid=3808) # nThread 1 ...")
+    "nccl": (re.compile(r"#\s+size\s+count\s+type\b"),
+             re.compile(r"#\s*(?:nccl-tests version|Collective test starting:|Out of bounds values"
+                        r"|nThread \d+ nGpus)")),
+    # "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity" / "GPU0\t X \tNV18"
+    "topo": (re.compile(r"^GPU0\s+X\s", re.M),),
+    # "==============NVSMI LOG==============" / "Attached GPUs : 8" + "GPU 00000000:18:00.0"
+    "nvidia-smi-q": (re.compile(r"NVSMI LOG"),
+                     re.compile(r"^Attached GPUs\s*:.*\n(?:.*\n)*?GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M)),
+    # "<nvidia_smi_log>"
+    "nvidia-smi-xml": (re.compile(r"<nvidia_smi_log>"),),
+    # "index, name, pci.bus_id, memory.total [MiB]" / "0, NVIDIA H200, 00000000:00:06.0, 580.159.04, ..."
+    "nvidia-smi-csv": (re.compile(r"^(?:index|name|pci\.bus_id|uuid|driver_version|memory\.total)"
+                                  r"(?:\s*\[[^\]]*\])?(?:\s*,\s*[a-z_.]+(?:\s*\[[^\]]*\])?)+\s*$", re.M),
+                       re.compile(r"^\d+,\s*[^,\n]+,\s*[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*,", re.M)),
+    # "\t Link 0: 25 GB/s" / "NVML: Unable to retrieve NVLink information as all links are inActive"
+    "nvlink": (re.compile(r"^\s+Link \d+: (?:[\d.]+ GB/s|<inactive>)\s*$", re.M),
+               re.compile(r"all links are inactive", re.I)),
+    # "CA 'mlx5_0'" then "\tCA type: MT4129"
+    "ibstat": (re.compile(r"^CA '[^']+'\s*\n\s+CA type:", re.M),),
+    # " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+    # "                    RDMA_Write BW Test" (the banner, printed before a connection fails too)
+    "ib_write_bw": (re.compile(r"#bytes\s+#iterations\s+BW peak"), re.compile(r"^\s*\S+(?: \S+)* BW Test\s*$", re.M)),
+    # " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec] ..." / "RDMA_Write Latency Test"
+    "ib_write_lat": (re.compile(r"#bytes\s+#iterations\s+t_min"), re.compile(r"^\s*\S+ Latency Test\s*$", re.M)),
+    # "randread: (g=0): rw=randread, bs=(R) 4096B-4096B" / "job1: (groupid=0, jobs=1): err= 0" / '"fio version"'
+    "fio": (re.compile(r"\(g=\d+\): rw=\w+"), re.compile(r": \(groupid=\d+, jobs=\d+\)"),
+            re.compile(r'"fio version"\s*:')),
+    # "| Diagnostic                | Result   |" / "| PCIe      | Pass - All |" / '"DCGM GPU Diagnostic"'
+    "dcgm": (re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|", re.M),
+             re.compile(r"^\|[^|]*\|\s*(?:Pass|Fail|Skip|Warn)(?:\s*-\s*(?:All|GPUs?:?[\d, ]+))?\s*\|", re.M),
+             re.compile(r'"DCGM GPU Diagnostic"')),
+    # "nvbandwidth Version: v0.10" / '"tool": "gpuctl-bwprobe"'
+    "bandwidth": (re.compile(r"^nvbandwidth Version", re.M), re.compile(r'"tool"\s*:\s*"gpuctl-bwprobe"')),
+    # "IoType: READ XferType: GPUD Threads: 8 DataSetSize: ..."
+    "gdsio": (re.compile(r"IoType:\s*\S+\s+XferType:"),),
+    # "NVRM: Xid (PCI:0000:18:00): 79, ..." / "nvidia-nvswitch0: SXid ..." / "NVRM: GPU 0000:5d:00.0: ..."
+    "xid": (re.compile(r"NVRM: Xid \("), re.compile(r"\bSXid \("), re.compile(r"NVRM: (?:GPU |The NVIDIA GPU )")),
+    # '{"step": 0, "loss": 9.18}' / '{"final": true, ...}' / '{"skipped": "no PyTorch"}'
+    "training": (re.compile(r'^\{"(?:step|final|skipped)"\s*:', re.M),),
+}
+
+
+def detect_kind(text: str) -> tuple[str, str]:
+    """(kind, what it was told by) for a tool output whose kind was not given; ParseError
+    when no kind's marks are in it, or more than one kind's (the file holds several tools'
+    outputs, or one gpuctl cannot tell apart): the message lists them."""
+    clean = drop_noise(strip_ansi(text).replace("\r\n", "\n"))
+    found: dict[str, str] = {}
+    for kind, signs in _SIGNS.items():
+        for sign in signs:
+            if m := sign.search(clean):
+                found[kind] = m.group(0).strip().splitlines()[0][:80]
+                break
+    kernel = next((ln for ln in clean.splitlines() if KERNEL_LINE.match(ln.lstrip())), None)
+    if not found and kernel is not None:
+        # a kernel log without any GPU event (the healthy case): the weakest mark, used alone
+        found["xid"] = kernel.strip()[:80]
+    if not found:
+        raise ParseError("cannot tell which tool printed this: none of the kinds' marks is in it; give the kind: "
+                         f"gpuctl analyze KIND FILE (KIND: {', '.join(KINDS)})")
+    if len(found) > 1:
+        listed = "; ".join(f"{k} ({e!r})" for k, e in found.items())
+        raise ParseError(f"ambiguous: marks of {len(found)} kinds in it: {listed}; give the kind: "
+                         "gpuctl analyze KIND FILE, or split the file")
+    ((kind, evidence),) = found.items()
+    return kind, f"detected as {kind} from the line {evidence!r}"
+
+
 def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = "<input>",
                  subject: v.Subject = v.NODE) -> Analysis:
     """Parse `text` as `kind` and judge it (against `sku` when given).
@@ -250,5 +334,10 @@ def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = 
         raise type(exc)(f"{source}: {exc}") from None
     except ParseError as exc:
         raise ParseError(f"{source}: {exc}") from None
-    return Analysis(kind, tuple(k.figures(result)), tuple(k.judge(result, sku, subject)),
+    figures = k.figures(result)
+    if skipped := noise_lines(text):
+        # what was skipped as paste noise, so a reader can check nothing of the output was
+        figures.append(Figure("paste_noise_skipped",
+                              [f"line {n}: {what} {line[:60]!r}" for n, what, line in skipped]))
+    return Analysis(kind, tuple(figures), tuple(k.judge(result, sku, subject)),
                     emulated_source(kind, text))

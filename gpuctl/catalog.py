@@ -7,6 +7,7 @@ them into typed, frozen models; nothing here hard-codes a figure.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -45,6 +46,79 @@ class Figure(_Frozen):
     source: str = Field(min_length=3)
 
 
+class Workload(_Frozen):
+    """The workload a figure was measured for: a threshold or rule holds only there.
+
+    Each field left out is not a condition. `gpus_per_node`: the ranks of an nccl-tests run
+    on each node; `min_message_bytes`: the smallest message the figure is for (a
+    large-message bandwidth floor says nothing of an 8-byte message-rate run); `fio_rw`:
+    the fio workloads (rw=) it is for; `nics_per_gpu`: fabric NICs per GPU of the build
+    (a placement rule for one NIC per GPU says nothing of a box with one NIC per GPU pair).
+    `source` says where the workload comes from. `outside_workload` is the one function
+    that decides whether a measurement falls outside it.
+    """
+
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    min_message_bytes: int | None = Field(default=None, ge=1)
+    fio_rw: tuple[str, ...] | None = None
+    nics_per_gpu: float | None = Field(default=None, gt=0)
+    source: str = Field(min_length=3)
+
+    def describe(self) -> str:
+        parts = []
+        if self.gpus_per_node is not None:
+            parts.append(f"{self.gpus_per_node} GPUs per node")
+        if self.min_message_bytes is not None:
+            parts.append(f"messages of {self.min_message_bytes:,} B or more")
+        if self.fio_rw is not None:
+            parts.append("fio rw=" + "/".join(self.fio_rw))
+        if self.nics_per_gpu is not None:
+            parts.append(f"{self.nics_per_gpu:g} fabric NIC per GPU")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a measurement's own output says about its workload (None: not known, which
+    never puts it outside a workload)."""
+
+    gpus_per_node: int | None = None
+    message_bytes: int | None = None
+    fio_rw: tuple[str, ...] | None = None
+    nics: int | None = None
+    gpus: int | None = None
+
+
+def outside_workload(workload: Workload | None, measured: Measured | None) -> str | None:
+    """Why `measured` falls outside `workload` (the figure is then reported, not judged),
+    or None when the threshold applies. Unknown facts never exclude a measurement.
+
+    NICs per GPU: a build with half the workload's NICs per GPU or fewer is a different
+    design (one NIC per GPU pair or fewer) and is outside; above that it is the workload's
+    build, perhaps missing a NIC (7 of 8), and is judged, so a lost NIC still fails the GPU
+    that has no near NIC, while a 4-NIC, 8-GPU design is not held to a one-NIC-per-GPU rule."""
+    if workload is None or measured is None:
+        return None
+    why = []
+    if workload.gpus_per_node is not None and measured.gpus_per_node is not None \
+            and measured.gpus_per_node != workload.gpus_per_node:
+        why.append(f"{measured.gpus_per_node} GPU{'s' if measured.gpus_per_node != 1 else ''} per node, the "
+                   f"threshold is for {workload.gpus_per_node}")
+    if workload.min_message_bytes is not None and measured.message_bytes is not None \
+            and measured.message_bytes < workload.min_message_bytes:
+        why.append(f"{measured.message_bytes:,} B messages, the threshold is for {workload.min_message_bytes:,} B "
+                   "or more")
+    if workload.fio_rw is not None and measured.fio_rw is not None \
+            and not set(measured.fio_rw) <= set(workload.fio_rw):
+        why.append(f"fio rw={'/'.join(measured.fio_rw)}, the threshold is for rw={'/'.join(workload.fio_rw)}")
+    if workload.nics_per_gpu is not None and measured.nics is not None and measured.gpus:
+        ratio = measured.nics / measured.gpus
+        if ratio <= workload.nics_per_gpu / 2:
+            why.append(f"{measured.nics} fabric NICs for {measured.gpus} GPUs, the rule is for "
+                       f"{workload.nics_per_gpu:g} NIC per GPU")
+    return "; ".join(why) or None
+
+
 class Threshold(_Frozen):
     """An acceptance limit: `min` (higher is better) or `max` (lower is better).
 
@@ -59,6 +133,7 @@ class Threshold(_Frozen):
     warn_above: float | None = None
     not_applicable: bool = False
     source: str = Field(min_length=3)
+    applies_to: Workload | None = None  # outside it the figure is reported, not judged
 
     @model_validator(mode="after")
     def _one_direction(self) -> Threshold:
@@ -107,6 +182,7 @@ class PathLimit(_Frozen):
 
     code: Literal["PIX", "PXB", "PHB", "NODE", "SYS"]
     source: str = Field(min_length=3)
+    applies_to: Workload | None = None  # outside it each GPU's nearest NIC is reported, not judged
 
 
 class FabricFacts(_Frozen):

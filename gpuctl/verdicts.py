@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from gpuctl.catalog import EccLimits, Health, Sku, Threshold, load_health
+from gpuctl.catalog import EccLimits, Health, Measured, Sku, Threshold, load_health, outside_workload
 from gpuctl.parsers.bandwidth import BandwidthResult
-from gpuctl.parsers.dcgm import DcgmResultSet
+from gpuctl.parsers.dcgm import DcgmResultSet, DcgmTest
 from gpuctl.parsers.fio import RW_INFERRED, FioJob, FioResult
 from gpuctl.parsers.gdsio import GdsioResult
 from gpuctl.parsers.ibstat import IbPort, IbstatResult
@@ -118,8 +118,12 @@ def judge(
     subject: Subject = NODE,
     *,
     remediation: Remediation = Remediation.RERUN,
+    measured: Measured | None = None,
 ) -> Verdict:
-    """Judge one number against one threshold (see the module docstring)."""
+    """Judge one number against one threshold (see the module docstring). `measured` is
+    what the output says of its workload: outside the threshold's `applies_to`
+    (`gpuctl.catalog.outside_workload`) the figure is reported, not judged
+    (not-applicable, with the reason and the threshold it was not held to)."""
     where = subject.label()
     if threshold is None:
         return Verdict(name, Status.NO_THRESHOLD, subject, value, None, unit, "", Remediation.NONE,
@@ -127,6 +131,13 @@ def judge(
     if threshold.not_applicable:
         return Verdict(name, Status.NOT_APPLICABLE, subject, value, None, unit, threshold.source, Remediation.NONE,
                        f"{where}: {name} not applicable: {threshold.source}")
+    if (why := outside_workload(threshold.applies_to, measured)) is not None:
+        assert threshold.applies_to is not None
+        limit = threshold.min if threshold.min is not None else threshold.max
+        return Verdict(name, Status.NOT_APPLICABLE, subject, value, limit, unit,
+                       f"{threshold.source}; workload: {threshold.applies_to.source}", Remediation.NONE,
+                       f"{where}: {name} = {_fmt(value, unit)}, not judged: {why} (the {_fmt(limit, unit)} "
+                       f"threshold is for {threshold.applies_to.describe()})")
     limit = threshold.min if threshold.min is not None else threshold.max
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return Verdict(name, Status.ERROR, subject, None, limit, unit, threshold.source, Remediation.RERUN,
@@ -191,6 +202,18 @@ def overall(verdicts: Iterable[Verdict]) -> Status:
     return Status.NOT_APPLICABLE if statuses == {Status.NOT_APPLICABLE} else Status.NO_THRESHOLD
 
 
+PARTIAL_SOURCE = ("gpuctl rule: a paste cut short (an elision line, a table without its end, fewer GPU sections "
+                  "than the tool says it has) is judged for what it shows, so a fault in it is still reported; "
+                  "what it does not show was not validated, so the paste is at best a warning, never a pass")
+
+
+def partial_paste(tool: str, reason: str, subject: Subject = NODE) -> Verdict:
+    """The warning every judge adds for a partial paste (see `PARTIAL_SOURCE`)."""
+    return Verdict("partial_paste", Status.WARN, subject, reason, "the whole output", "", PARTIAL_SOURCE,
+                   Remediation.RERUN, f"{subject.label()}: partial {tool} output ({reason}): what it shows is judged, "
+                   "the rest is not validated; give the whole output")
+
+
 def _threshold(sku: Sku | None, name: str) -> Threshold | None:
     return sku.thresholds.get(name) if sku is not None else None
 
@@ -230,13 +253,28 @@ def judge_nccl(result: NcclResult, sku: Sku | None = None, subject: Subject = NO
     return out
 
 
+def _wrong_sizes(result: NcclResult) -> str:
+    """'96 out-of-place + 32 in-place at 1048576 B' for the (first three) sizes with wrong elements."""
+    parts = []
+    for r in result.rows:
+        cells = [f"{n} {where}" for n, where in ((r.oop_wrong, "out-of-place"), (r.ip_wrong, "in-place")) if n]
+        if cells:
+            parts.append(f"{' + '.join(cells)} at {r.size_bytes} B")
+    more = f"; and {len(parts) - 3} more sizes" if len(parts) > 3 else ""
+    return "; ".join(parts[:3]) + more
+
+
 def _judge_nccl_run(result: NcclResult, sku: Sku | None, subject: Subject) -> list[Verdict]:
     out = []
-    if result.validated:
+    if result.validated or result.out_of_bounds:
+        where = _wrong_sizes(result)
+        oob = f"; nccl-tests: 'Out of bounds values : {result.out_of_bounds} FAILED'" if result.out_of_bounds else ""
         out.append(judge_fact(
-            "nccl_wrong", result.wrong == 0, value=result.wrong, expected=0, subject=subject,
-            source=NCCL_WRONG_SOURCE, remediation=Remediation.VENDOR_RMA,
-            message=f"{result.wrong} wrong elements: data corrupted in a collective (GPU, NVLink or NIC fault)",
+            "nccl_wrong", result.wrong == 0 and not result.out_of_bounds, value=result.wrong, expected=0,
+            subject=subject, source=NCCL_WRONG_SOURCE, remediation=Remediation.VENDOR_RMA,
+            message=f"data check failed: {result.wrong} wrong elements"
+                    + (f" ({where})" if where else "") + oob
+                    + ": data corrupted in a collective (GPU, NVLink, NIC or network-stack fault)",
         ))
     else:
         out.append(Verdict("nccl_wrong", Status.NO_THRESHOLD, subject, None, 0, "", NCCL_WRONG_SOURCE,
@@ -262,8 +300,17 @@ def _judge_nccl_run(result: NcclResult, sku: Sku | None, subject: Subject) -> li
     multi = result.nodes > 1 or result.gpus > sku.gpu.count
     name = names[1] if multi else names[0]
     out.append(judge(name, value, _threshold(sku, name), "GB/s", subject,
-                     remediation=Remediation.RECONFIGURE))
+                     remediation=Remediation.RECONFIGURE, measured=Measured(gpus_per_node=_gpus_per_node(result))))
     return out
+
+
+def _gpus_per_node(result: NcclResult) -> int | None:
+    """Ranks per node of an nccl-tests run: the ranks over the hosts of its Rank lines when
+    they divide evenly (one host: all ranks); None when the output does not say."""
+    if result.nodes == 0:
+        return None
+    per, rest = divmod(result.gpus, result.nodes)
+    return per if rest == 0 and per > 0 else None
 
 
 # ---------------------------------------------------------------- topo -m
@@ -326,6 +373,20 @@ def _gpu_nic_paths(result: TopoResult, sku: Sku, subject: Subject) -> list[Verdi
         return [Verdict("gpu_nic_path", Status.NOT_APPLICABLE, subject, None, limit.code, "", limit.source,
                         Remediation.NONE, f"{subject.label()}: no NIC in this topo -m (RDMA devices not visible "
                         "here?); GPU–NIC paths not judged")]
+    # NIC sites, not NIC names: the ports and virtual functions of one adapter are one place
+    why = outside_workload(limit.applies_to, Measured(nics=len(result.nic_sites()), gpus=len(result.gpus)))
+    if why is not None:
+        assert limit.applies_to is not None
+        out = []
+        for gpu in result.gpus:
+            near = result.nearest_nic(gpu)
+            out.append(Verdict(
+                "gpu_nic_path", Status.NOT_APPLICABLE, Subject(subject.node, int(gpu[3:])), near[1] if near else None,
+                limit.code, "", f"{limit.source}; workload: {limit.applies_to.source}", Remediation.NONE,
+                f"{subject.label()}: {gpu}: nearest NIC "
+                + (f"{result.nic_label(near[0])} is {near[1]}" if near else "none over PCIe")
+                + f", not judged: {why} (the {limit.code}-or-nearer rule is for {limit.applies_to.describe()})"))
+        return out
     out = []
     for gpu in result.gpus:
         s = Subject(subject.node, int(gpu[3:]))
@@ -461,7 +522,10 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
     to Gen1 to save power — rerun under load to confirm."""
     health = load_health()
     out: list[Verdict] = []
-    if sku is not None:
+    if result.partial:
+        # the GPUs it does not show are not judged (nor counted); the ones it shows are
+        out.append(partial_paste(f"nvidia-smi -{result.format}", result.partial, subject))
+    elif sku is not None:
         n = len(result.gpus)
         out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
                               source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
@@ -532,15 +596,19 @@ def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject 
                                     "nvidia-fabricmanager and the driver, then reboot" if sku else
                                     "without --sku it is not known whether this machine should have NVLink")))]
     out: list[Verdict] = []
+    if result.partial:
+        out.append(partial_paste(NVLINK_TOOL, result.partial, subject))
     if sku is not None and len(result.gpus) > 1:
         n = len(result.gpus)
         out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
                               source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
                               message=f"{n} GPUs in nvidia-smi nvlink --status, the SKU {sku.name} has "
                                       f"{sku.gpu.count}"))
-    most = max((g.active_links for g in result.gpus if not g.all_inactive), default=0)
+    most = max((g.active_links for g in result.gpus if not g.all_inactive and not g.cut), default=0)
     for gpu in result.gpus:
         s = Subject(subject.node, gpu.index)
+        if gpu.cut and not gpu.all_inactive:
+            continue  # its link list is elided: how many links it has is not known (partial_paste says so)
         if gpu.all_inactive:
             out.append(judge_fact("nvlink_active", False, value=0, expected=sku.nvlink.links_per_gpu if sku else None,
                                   subject=s, source="nvidia-smi nvlink --status", remediation=Remediation.REBOOT,
@@ -706,6 +774,24 @@ IB_BW_CHECK = "ib_write_bw_gbit_s"
 
 
 def judge_ib_write_bw(result: BwResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """Every rail of the output judged on its own (`_judge_ib_write_bw_rail`), each verdict
+    naming its rail (device, GID) when the output shows more than one."""
+    runs = (result, *result.rails)
+    if len(runs) == 1 and not result.mixed_with:
+        return _judge_ib_write_bw_rail(result, sku, subject)
+    out = []
+    for run in runs:
+        s = replace(subject, port=run.rail) if run.rail else subject
+        for v in _judge_ib_write_bw_rail(run, sku, s):
+            if run.mixed_with:
+                rails = ", ".join((run.rail or "?", *run.mixed_with))
+                v = replace(v, message=f"{v.message} [rows of rails {rails} are interleaved in the output: this is the "
+                                       "lowest of them; rerun each rail into its own file to judge each]")
+            out.append(v)
+    return out
+
+
+def _judge_ib_write_bw_rail(result: BwResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """`ib_write_bw_gbit_s` is a floor for one port in one direction. A unidirectional run
     is judged as printed. A bidirectional run (``-b``) prints the SUM of both directions:
     with ``--report_both`` each direction is judged on its own; without, the mean per
@@ -714,8 +800,9 @@ def judge_ib_write_bw(result: BwResult, sku: Sku | None = None, subject: Subject
     a mean at or above the floor only warns and asks for a run that shows each direction."""
     t = _threshold(sku, IB_BW_CHECK)
     rem = Remediation.RECONFIGURE
-    if not result.bidirectional:
-        return [judge(IB_BW_CHECK, result.bw_avg_gbit_s, t, "Gb/s", subject, remediation=rem)]
+    measured = Measured(message_bytes=result.msg_size_bytes)
+    if outside_workload(t.applies_to if t else None, measured) or not result.bidirectional:
+        return [judge(IB_BW_CHECK, result.bw_avg_gbit_s, t, "Gb/s", subject, remediation=rem, measured=measured)]
     total = _fmt(result.bw_avg_gbit_s, "Gb/s")
     both = result.direction_avgs_gbit_s
     if both is not None:
@@ -772,7 +859,9 @@ def _not_a_disk_measurement(jobs: Sequence[FioJob]) -> str | None:
 
 def _judge_fio_figure(name: str, value: float, unit: str, jobs: Sequence[FioJob], sku: Sku | None,
                       subject: Subject) -> Verdict:
-    v = judge(name, value, _threshold(sku, name), unit, subject, remediation=Remediation.RECONFIGURE)
+    rw = tuple(dict.fromkeys(j.rw for j in jobs if j.rw))
+    v = judge(name, value, _threshold(sku, name), unit, subject, remediation=Remediation.RECONFIGURE,
+              measured=Measured(fio_rw=rw or None))
     inferred = "; ".join(f"rw={j.rw} of job {j.name!r} inferred from the {j.rw_source}: no job definition line"
                          for j in jobs if j.rw_source in RW_INFERRED)
     if inferred:
@@ -797,11 +886,12 @@ def judge_fio(result: FioResult, sku: Sku | None = None, subject: Subject = NODE
     say (text without its job definition line, see `gpuctl.parsers.fio`) cannot be judged
     at all: an error verdict, with or without a SKU."""
     out = []
-    randread = [j for j in result.jobs if j.rw in _RANDREAD]
     seqwrite = [j for j in result.jobs if j.rw in _SEQWRITE]
-    if randread:
-        iops = sum(j.read.iops for j in randread if j.read is not None)
-        out.append(_judge_fio_figure("fio_randread_iops", iops, "IOPS", randread, sku, subject))
+    for mode in sorted(_RANDREAD):  # each workload on its own: the threshold says which it is for
+        randread = [j for j in result.jobs if j.rw == mode]
+        if randread:
+            iops = sum(j.read.iops for j in randread if j.read is not None)
+            out.append(_judge_fio_figure("fio_randread_iops", iops, "IOPS", randread, sku, subject))
     if seqwrite:
         gb_s = sum(j.write.bw_gb_s for j in seqwrite if j.write is not None)
         out.append(_judge_fio_figure("fio_seqwrite_gb_s", gb_s, "GB/s", seqwrite, sku, subject))
@@ -860,9 +950,42 @@ def judge_bandwidth(result: BandwidthResult, sku: Sku | None = None, subject: Su
 _HARDWARE_CATEGORIES = {"hardware", "stress", "integration", "performance"}
 
 
+# When a DCGM run validated the GPUs: the one rule (`dcgm_unvalidated`), and why.
+DCGM_VALIDATION_SOURCE = (
+    "gpuctl rule: dcgmi diag lists every test of the level it ran (-r 1 the deployment/software checks; -r 2 adds "
+    "Integration (PCIe) and Hardware (GPU Memory); -r 3 adds Stress; DCGM User Guide, 'Run Levels'), and marks a "
+    "test it did not run Skip (a missing plugin, an is_allowed=false test, an unsupported GPU: NVIDIA/DCGM#55, "
+    "#139). A category of the run whose every test was skipped validated nothing, so a run with one is at best a "
+    "warning, never a pass: a level-3 run that skipped PCIe, GPU Memory and every stress test checked the "
+    "software only"
+)
+
+
+def dcgm_unvalidated(result: DcgmResultSet) -> dict[str, list[str]]:
+    """The categories of `result` in which no test ran (every result Skip), each with its
+    tests: what the run's level asked for and did not check (see `DCGM_VALIDATION_SOURCE`)."""
+    tests_by_category: dict[str, list[DcgmTest]] = {}
+    for t in result.tests:
+        tests_by_category.setdefault(t.category or "(no category)", []).append(t)
+    return {cat: list(dict.fromkeys(t.name for t in tests))
+            for cat, tests in tests_by_category.items() if all(t.status == "skip" for t in tests)}
+
+
 def judge_dcgm(result: DcgmResultSet, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """One verdict per test result (a skipped one is not-applicable), plus `dcgm_validated`:
+    a warning when a category of the run had every test skipped (`dcgm_unvalidated`)."""
     out = []
     source = f"DCGM {result.dcgm_version or ''} diagnostic".replace("  ", " ")
+    if result.partial:
+        out.append(partial_paste("dcgmi diag", result.partial, subject))
+    unvalidated = dcgm_unvalidated(result)
+    if unvalidated:
+        listed = "; ".join(f"{cat}: {', '.join(names)}" for cat, names in unvalidated.items())
+        out.append(Verdict(
+            "dcgm_validated", Status.WARN, subject, False, True, "", DCGM_VALIDATION_SOURCE, Remediation.RERUN,
+            f"{subject.label()}: not validated: every test of {len(unvalidated)} categor"
+            f"{'y' if len(unvalidated) == 1 else 'ies'} of this run was skipped ({listed}); rerun with those tests "
+            "allowed (dcgmi diag -r N -v shows why each was skipped)"))
     for test in result.tests:
         for r in test.results:
             gpus = "all GPUs" if r.gpus is None else "GPU " + ", ".join(map(str, r.gpus))

@@ -14,13 +14,17 @@ Rules:
   GPU for reset;
 - a GPU that fell off the bus, failed its probe or RmInitAdapter with no Xid line fails
   (one finding per GPU; a GPU whose Xid 79 is in the same log is already failed by it);
-- a fatal SXid (NVSwitch) fails, any other warns.
+- a fatal SXid (NVSwitch) fails, any other warns;
+- an Xid 45 the driver says was "caused by previous Xid N" follows its cause: where the log
+  holds no Xid N line of that GPU (it scrolled out, or a grep kept only the 45s), the cause
+  is judged from the 45 line as if its own line were there (one finding per GPU and cause),
+  so an NVLink fault named only in the fallout is not lost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuctl.catalog import Health
 from gpuctl.parsers.xid import FALLEN_OFF_BUS, INIT_FAILED, PROBE_FAILED, GpuLostEvent, XidEvent, XidResult
@@ -111,6 +115,8 @@ def _xid(e: XidEvent, fatal: set[int], source: str) -> XidFinding:
         return finding(WARN, Remediation.NONE, f"{what} ({msg}): the driver marks it Nonfatal")
     if e.xid in fatal:
         return finding(FAIL, _XID_REMEDIATION.get(e.xid, Remediation.REBOOT), f"{what} ({msg}) is fatal")
+    if e.caused_by is not None:
+        return finding(WARN, Remediation.NONE, f"{what} ({msg}): fallout of Xid {e.caused_by}, which is judged itself")
     return finding(WARN, Remediation.NONE, f"{what} ({msg}), not in the fatal list")
 
 
@@ -139,10 +145,33 @@ def _lost(lost: Sequence[GpuLostEvent], xid79: set[str]) -> list[XidFinding]:
     return out
 
 
+CAUSE_SOURCE = ("NVIDIA driver kernel_rc.c: an Xid 45 (ROBUST_CHANNEL_PREEMPTIVE_REMOVAL) line ends with "
+                "'caused by previous Xid N' when the channels were torn down because of Xid N")
+
+
+def _named_causes(events: Sequence[XidEvent], fatal: set[int], source: str) -> list[XidFinding]:
+    """One finding per (GPU, cause) an Xid 45 names whose own line is not in the log."""
+    seen = {(e.bus_id, e.xid) for e in events}
+    out: list[XidFinding] = []
+    counts: dict[tuple[str, int], list[XidEvent]] = {}
+    for e in events:
+        if e.caused_by is not None and (e.bus_id, e.caused_by) not in seen:
+            counts.setdefault((e.bus_id, e.caused_by), []).append(e)
+    for (_bus, cause), evs in counts.items():
+        stand_in = replace(evs[0], xid=cause, message=f"named as the cause of {len(evs)} Xid {evs[0].xid} line"
+                           f"{'s' if len(evs) > 1 else ''}; its own line is not in this log",
+                           severity=None, caused_by=None)
+        f = _xid(stand_in, fatal, source)
+        out.append(replace(f, source=f"{f.source}; {CAUSE_SOURCE}"))
+    return out
+
+
 def xid_findings(result: XidResult, health: Health) -> list[XidFinding]:
-    """Every finding of a kernel log, in log order: Xids, lost GPUs, SXids."""
+    """Every finding of a kernel log, in log order: Xids, lost GPUs, SXids; then the causes
+    Xid 45 lines name that the log does not hold."""
     fatal = set(health.xid_fatal.codes)
     out = [_xid(e, fatal, health.xid_fatal.source) for e in result.events]
+    out += _named_causes(result.events, fatal, health.xid_fatal.source)
     out += _lost(result.lost, {e.bus_id for e in result.events if e.xid == 79})
     out += [XidFinding("sxid", FAIL if e.fatal else WARN, Remediation.REBOOT if e.fatal else Remediation.NONE,
                        e.bus_id, e.switch, e.sxid, f"SXid {e.sxid}: {e.message}", SXID_SOURCE)

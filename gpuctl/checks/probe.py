@@ -281,9 +281,13 @@ class Probe:
             out = self.output("nvidia-smi-q" + ("-x" if self.nvidia_smi_form == "xml" else ""), command,
                               tool="nvidia-smi", ok_rc=range(0, 256))
             try:
-                return parse(out.stdout + ("\n" + out.stderr if out.rc else ""))
+                result = parse(out.stdout + ("\n" + out.stderr if out.rc else ""))
             except NvidiaSmiFailure as exc:
                 return exc
+            if result.partial:
+                # a paste may be partial (judged for what it shows); the node's own output may not
+                raise CouldNotRun(f"`{command}` printed a cut report: {result.partial}")
+            return result
         value = self.parsed("nvidia_smi", build)
         if isinstance(value, NvidiaSmiFailure):
             raise value

@@ -1,15 +1,17 @@
-"""`gpuctl analyze KIND FILE`: parse and judge one tool output from anywhere."""
+"""`gpuctl analyze [KIND] FILE`: parse and judge one tool output from anywhere (the kind
+detected when not given)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 import click
 from rich.table import Table
 
 import gpuctl.analyze
-from gpuctl.analyze import KINDS, Analysis, analyze_text
+from gpuctl.analyze import KINDS, Analysis, analyze_text, detect_kind
 from gpuctl.catalog import load_sku
 from gpuctl.cli.common import console, emit_json, handle_errors, json_option
 from gpuctl.cli.tables import Row, print_verdicts
@@ -70,7 +72,9 @@ def _render(analysis: Analysis, file: str) -> None:
 
 
 HELP = (
-    "Parse a tool output FILE ('-' for stdin) of KIND and judge it.\n\n"
+    "Parse a tool output FILE ('-' for stdin) of KIND and judge it. Without KIND the kind is detected "
+    "from the output and named; a file whose kind cannot be told, or that holds several tools' outputs, "
+    "is refused (exit 2).\n\n"
     "\b\nKIND: " + ", ".join(sorted(KINDS)) + ".\n\n"
     "Without --sku only checks that need no SKU are made (nccl #wrong = 0, ECC health, Xid, ...). "
     "Exit 0 when nothing failed (warnings count as a pass), 1 when a check failed or could not be "
@@ -78,16 +82,39 @@ HELP = (
 )
 
 
+def _kind_and_file(first: str, second: str | None) -> tuple[str | None, str]:
+    """`analyze KIND FILE` or `analyze FILE` (the kind detected): (kind or None, file)."""
+    if second is not None:
+        if first not in KINDS:
+            raise click.BadParameter(f"{first!r} is not one of {', '.join(sorted(KINDS))}", param_hint="KIND")
+        return first, second
+    if first in KINDS and not os.path.exists(first):
+        raise click.UsageError(f"missing FILE after KIND {first!r}")
+    return None, first
+
+
 @click.command("analyze", help=HELP)
-@click.argument("kind", type=click.Choice(sorted(KINDS)), metavar="KIND")
-@click.argument("file", metavar="FILE")
+@click.argument("kind_or_file", metavar="[KIND]")
+@click.argument("file", metavar="FILE", required=False)
 @click.option("--sku", "sku_name", default=None, metavar="SKU",
               help="Judge against this SKU's thresholds (e.g. hgx-h100-80gb).")
 @json_option
 @handle_errors
-def analyze(kind: str, file: str, sku_name: str | None, as_json: bool) -> None:
+def analyze(kind_or_file: str, file: str | None, sku_name: str | None, as_json: bool) -> None:
+    kind, file = _kind_and_file(kind_or_file, file)
     sku = load_sku(sku_name) if sku_name else None
-    analysis = analyze_text(kind, _read(file), sku, source=file)
+    text = _read(file)
+    detected = None
+    if kind is None:
+        try:
+            kind, detected = detect_kind(text)
+        except ParseError as exc:
+            raise ParseError(f"{file}: {exc}") from None
+        if not as_json:
+            click.echo(f"{file}: {detected}", err=True)
+    analysis = analyze_text(kind, text, sku, source=file)
+    if detected:
+        analysis = replace(analysis, detected=detected)
     if as_json:
         emit_json(analysis.as_dict())
     else:

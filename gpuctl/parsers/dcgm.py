@@ -10,8 +10,10 @@ The table form prints ``Pass - All`` or ``Fail - GPU: 0`` with further GPUs on c
 "results": [{"gpu_ids" | "gpu_id", "status", "warnings"?, "info"?}]}]}], "version"}}``
 (DCGM 2.x/3.x; null entries between tests are skipped).
 
-A diagnostic that did not run (``Error: ...``), an empty table or a table cut before its
-closing border raises `ParseError`.
+A diagnostic that did not run (``Error: ...``) or a table without any result raises
+`ParseError`. A paste cut short (no closing border, no header, an elision line, a message
+row whose test row was cut off) is read for what it holds and marked `partial`: a
+``Fail - GPU: 0`` in a fragment is still a failure of GPU 0.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.errors import ParseError
-from gpuctl.parsers._common import quote, require_text
+from gpuctl.parsers._common import noise_lines, quote, require_text
 
 TOOL = "dcgmi diag"
 
@@ -56,6 +58,8 @@ class DcgmResultSet:
     driver_version: str | None
     device_ids: tuple[str, ...]
     tests: tuple[DcgmTest, ...]
+    # why the paste holds only part of the table (None: whole); what it holds is still judged
+    partial: str | None = None
 
     @property
     def failed(self) -> tuple[DcgmTest, ...]:
@@ -105,6 +109,8 @@ _ERROR = re.compile(r"^\s*Error\b|Unable to|failed to|Host engine", re.I)
 _NEW_MESSAGE = re.compile(r"^(?:Error|Warning|Info)\s*:", re.I)
 # "GPU 1 Found 2 uncorrectable memory errors": the GPU a message is about
 _MESSAGE_GPU = re.compile(r"\bGPU\s*:?\s*(\d+)\b")
+# the test of a message row whose own row the paste does not hold
+UNNAMED_TEST = "(test row not in the paste)"
 _META = {"DCGM Version": "dcgm_version", "Driver Version Detected": "driver_version",
          "GPU Device IDs Detected": "device_ids"}
 
@@ -135,7 +141,8 @@ def _cell(line: str) -> str:
 
 
 def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
-    """Parse the table printed by `dcgmi diag -r N`."""
+    """Parse the table printed by `dcgmi diag -r N`; a cut paste is read and marked `partial`."""
+    raw = text
     text = require_text(text, TOOL)
     meta: dict[str, str] = {}
     category = ""
@@ -163,6 +170,8 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
         if m := _ROW.match(stripped):
             seen_table = True
             last_border_after_rows = False
+            if wrap_at is None and stripped.count("|") == 3:  # a fragment without a border: the cell's width
+                wrap_at = len(stripped[1:-1].split("|")[1]) - 3
             name, value = m.group(1), m.group(2)
             if name == "Diagnostic" and value == "Result":  # the header row, not the level-3 test
                 continue
@@ -180,6 +189,14 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
                     tests[-1][2].append(result)
                 else:
                     raise ParseError(f"{TOOL}: result row before any test: {quote(line)}")
+            elif name.lower() in ("warning", "error") and value and not tests:
+                # a paste that starts at a message row (its test row cut off): the message is a
+                # result of a test the paste does not name, for the GPU it names
+                gpu = _MESSAGE_GPU.search(value)
+                status = "fail" if name.lower() == "error" else "warn"
+                tests.append((category, UNNAMED_TEST, [DcgmResult(status, (int(gpu.group(1)),) if gpu else None,
+                                                                  (value,))]))
+                target, note = 0, name.lower()
             elif name.lower() in ("warning", "error", "info", "") and tests:
                 results = tests[-1][2]
                 if name or _NEW_MESSAGE.match(value):
@@ -205,13 +222,20 @@ def parse_dcgmi_diag_table(text: str) -> DcgmResultSet:
             raise ParseError(f"{TOOL}: the diagnostic did not run: {quote(line)}")
     if not tests:
         raise ParseError(f"{TOOL}: no test results in the output" + ("" if seen_table else " (no table)"))
+    partial = []
     if not last_border_after_rows:
-        raise ParseError(f"{TOOL}: the table has no closing border after its last row (truncated output?)")
+        partial.append("the table has no closing border after its last row")
+    if not meta and not any(_SECTION.match(x.strip()) for x in text.splitlines()):
+        partial.append("no table header or section line")
+    elided = [n for n, kind, _ in noise_lines(raw) if kind == "elision"]
+    if elided:
+        partial.append(f"elided at line {', '.join(map(str, elided))}")
     return DcgmResultSet(
         dcgm_version=meta.get("dcgm_version"),
         driver_version=meta.get("driver_version"),
         device_ids=tuple(d.strip() for d in meta.get("device_ids", "").split(",") if d.strip()),
         tests=tuple(DcgmTest(c, n, tuple(rs)) for c, n, rs in tests),
+        partial="; ".join(partial) or None,
     )
 
 

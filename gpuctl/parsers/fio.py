@@ -144,7 +144,7 @@ class FioResult:
 
 def parse_fio(text: str) -> FioResult:
     """Parse fio output, JSON or text (decided by the first non-blank character)."""
-    text = require_text(text, TOOL)
+    text = require_text(text, TOOL, keep_noise=True)  # a "$ fio --rw=randread" command line says the workload
     start = re.search(r"^\{", text, re.M)
     if start:
         return parse_fio_json(text[start.start():])
@@ -177,7 +177,7 @@ def _json_direction(d: Any, job: str, which: str) -> FioDirection | None:
 
 def parse_fio_json(text: str) -> FioResult:
     """Parse `fio --output-format=json` (also ``json,normal``: text after the JSON is ignored)."""
-    text = require_text(text, TOOL)
+    text = require_text(text, TOOL, keep_noise=True)  # a "$ fio --rw=randread" command line says the workload
     start = re.search(r"^\{", text, re.M)
     try:
         # raw_decode: the document ends where its closing brace does, so the normal report
@@ -269,7 +269,7 @@ _TO_US = {"nsec": 1e-3, "usec": 1.0, "msec": 1e3}
 
 def parse_fio_text(text: str) -> FioResult:
     """Parse fio's normal (human) report."""
-    text = require_text(text, TOOL)
+    text = require_text(text, TOOL, keep_noise=True)  # a "$ fio --rw=randread" command line says the workload
     version = None
     defs: dict[str, tuple[str, str, str | None]] = {}
     rw_elsewhere: set[str] = set()

@@ -12,6 +12,8 @@ Only a ``#wrong`` column counts wrong elements; an old-style ``error`` column is
 
 Unusable output raises `ParseError`: empty text, a ``Test NCCL failure`` /
 ``Test CUDA failure`` line (a failed run: gpuctl does not return a half result for it),
+a bare ``Test failure`` exit line unless the complete table shows wrong elements (then the
+run is read and its data check fails in the verdict, naming the sizes),
 a header without rows, or rows without the closing ``# Avg bus bandwidth`` line (a
 truncated run). A ``NCCL WARN`` line alone does not fail a run whose table and average
 are complete (NCCL warns about, e.g., a missing net plugin and carries on): it is kept in
@@ -76,7 +78,12 @@ _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 # " 10737418240    2684354560     float     sum      -1  80646.8  133.14  233.00       0 ..."
 _ROW = re.compile(r"^\s*\d+\s+\d+\s+\S+")
 # "gpu-01:123:456 [0] NCCL WARN ..."  /  "Test NCCL failure common.cu:1234 'unhandled cuda error'"
-_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure|Test failure")
+_FAILURE = re.compile(r"Test (?:NCCL|CUDA) failure")
+# " .. gpu-1-1 pid 662195: Test failure common.cu:1189": nccl-tests exiting non-zero after any
+# error, its own data check included (NVIDIA/nccl-tests#369: after '# Out of bounds values :
+# 4 FAILED'). A run whose table is complete and shows wrong elements failed its data check,
+# which the verdict says; with no wrong element the run failed for a reason not printed.
+_EXIT_FAILURE = re.compile(r"\bTest failure\b")
 _WARN = re.compile(r"NCCL WARN\s*(.*)$")
 # "node-a:1234:1300 [0] NCCL INFO comm 0x55d0 rank 0 nranks 16 cudaDev 0 ... - Init COMPLETE"
 _NRANKS = re.compile(r"\bnranks\s+(\d+)")
@@ -225,8 +232,12 @@ def _library_code_to_version(code: str) -> str:
 
 
 def _wrong(token: str, line: str) -> int | None:
+    """A #wrong cell: an integer, or the %g form nccl-tests prints for large counts
+    ("1.04858e+06"); None when validation was off ("N/A")."""
     if token == "N/A":
         return None
+    if re.fullmatch(r"\d+(?:\.\d*)?[eE][+-]?\d+", token):
+        return int(to_float(token, TOOL, line))
     return to_int(token, TOOL, line)
 
 
@@ -397,9 +408,13 @@ def _parse_run(lines: list[str]) -> NcclResult:
     nranks: int | None = None
     warnings: list[str] = []
     hidden_header: str | None = None
+    exit_failure: str | None = None
     for line in lines:
         if _FAILURE.search(line):
             raise ParseError(f"{TOOL}: the run failed: {quote(line)}")
+        if _EXIT_FAILURE.search(line):
+            exit_failure = exit_failure or line
+            continue
         if m := _WARN.search(line):
             warnings.append("NCCL WARN " + m.group(1).strip())
             continue
@@ -446,6 +461,10 @@ def _parse_run(lines: list[str]) -> NcclResult:
         )
     test, candidates, evidence = _identify(test, binaries, rows, columns)
     numeric_wrong = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
+    if exit_failure is not None:
+        if not sum(numeric_wrong) and not oob:
+            raise ParseError(f"{TOOL}: the run failed: {quote(exit_failure)}{warned}")
+        warnings.append(f"nccl-tests exited with {quote(exit_failure)} after its data check failed")
     return NcclResult(
         test=test,
         rows=tuple(rows),
@@ -476,7 +495,8 @@ def _size(n: int) -> str:
 def parse_nccl_tests(text: str) -> NcclResult:
     """Parse the output of nccl-tests (any collective; one run or several, see the module
     docstring)."""
-    lines = [_strip_prefix(line) for line in require_text(text, TOOL).splitlines()]
+    # noise kept: a command line names the binary (the collective); other noise lines are ignored below
+    lines = [_strip_prefix(line) for line in require_text(text, TOOL, keep_noise=True).splitlines()]
     chunks = _split_runs(lines)
     if len(chunks) == 1:
         return _parse_run(chunks[0])

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gpuctl.errors import ParseError
-from gpuctl.parsers._common import quote, require_text
+from gpuctl.parsers._common import noise_lines, quote, require_text
 
 TOOL = "nvidia-smi"
 
@@ -147,6 +147,10 @@ class NvidiaSmiResult:
     driver_version: str | None
     cuda_version: str | None
     gpus: tuple[GpuInfo, ...]
+    # what was read but not used (CSV columns gpuctl does not judge), for the reader
+    notes: tuple[str, ...] = ()
+    # why the paste holds only part of the output (None: whole); what it holds is still judged
+    partial: str | None = None
 
 
 _MISSING = {"", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "[Unknown Error]"}
@@ -305,25 +309,30 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
 _Q_FULL_SECTIONS = ("Product Name", "PCI", "Processes")
 
 
-def _q_check_complete(buses: list[str], trees: list[Tree]) -> None:
-    """Refuse output cut inside a GPU's block: the last GPU must have every section the
-    other GPUs all have, and a full -q block must reach its Processes section."""
+def _q_incomplete(buses: list[str], trees: list[Tree]) -> list[str]:
+    """Why the output is cut inside a GPU's block (empty when it is not): a GPU without a
+    section a full -q block has, or the last GPU without one every other GPU has."""
+    out = []
     full = any("Product Name" in t for t in trees)
     for bus, tree in zip(buses, trees, strict=True):
         missing = [k for k in _Q_FULL_SECTIONS if k not in tree] if full else []
-        if missing:
-            raise ParseError(f"{TOOL} -q: GPU {bus} has no {', '.join(missing)} section (truncated output?)")
-    if len(trees) > 1:
+        if not tree:
+            out.append(f"GPU {bus} has an empty section")
+        elif missing:
+            out.append(f"GPU {bus} has no {', '.join(missing)} section")
+    if len(trees) > 1 and trees[-1]:
         shared = set.intersection(*(set(t) for t in trees[:-1]))
         missing = [k for k in trees[0] if k in shared and k not in trees[-1]]
-        if missing:
+        if missing and not any(o.startswith(f"GPU {buses[-1]} ") for o in out):
             shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-            raise ParseError(f"{TOOL} -q: GPU {buses[-1]} lacks {shown}, which every other GPU has "
-                             "(truncated output?)")
+            out.append(f"GPU {buses[-1]} lacks {shown}, which every other GPU has")
+    return out
 
 
 def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
-    """Parse `nvidia-smi -q` (also `-q -d SECTION`) text."""
+    """Parse `nvidia-smi -q` (also `-q -d SECTION`) text; a cut paste is read and marked
+    `partial` (see below), refused only when it holds no GPU section."""
+    raw = text
     text = require_text(text, TOOL)
     _check_failure(text)
     top: dict[str, str] = {}
@@ -337,22 +346,23 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
             top[m.group(1)] = m.group(2).strip()
     if not blocks:
         raise ParseError(f"{TOOL} -q: no 'GPU 0000xxxx:xx:xx.x' section in the output")
+    # A paste cut short (fewer GPU sections than 'Attached GPUs', a GPU block without its
+    # sections, an elision line) is read for what it shows and marked partial: a fault in
+    # the part that is there is still reported.
+    partial: list[str] = []
     attached = _int(top.get("Attached GPUs"), "Attached GPUs")
     if attached is not None and attached != len(blocks):
-        raise ParseError(
-            f"{TOOL} -q: 'Attached GPUs : {attached}' but {len(blocks)} GPU section(s) found (truncated output, "
-            "or `nvidia-smi -q -i` of some GPUs only? give the whole `nvidia-smi -q`)"
-        )
+        partial.append(f"'Attached GPUs : {attached}' but {len(blocks)} GPU section(s) (cut, or `nvidia-smi -q -i` "
+                       "of some GPUs only)")
     driver = _clean(top.get("Driver Version"))
-    trees = []
-    for bus, block in blocks:
-        tree = _q_tree(block)
-        if not tree:
-            raise ParseError(f"{TOOL} -q: GPU {bus} has an empty section (truncated output?)")
-        trees.append(tree)
-    _q_check_complete([bus for bus, _ in blocks], trees)
+    trees = [_q_tree(block) for _, block in blocks]
+    partial += _q_incomplete([bus for bus, _ in blocks], trees)
+    elided = [n for n, kind, _ in noise_lines(raw) if kind == "elision"]
+    if elided:
+        partial.append(f"elided at line {', '.join(map(str, elided))}")
     gpus = [_q_gpu(i, bus, tree, driver) for i, ((bus, _), tree) in enumerate(zip(blocks, trees, strict=True))]
-    return NvidiaSmiResult("q", driver, _clean(top.get("CUDA Version")), tuple(gpus))
+    return NvidiaSmiResult("q", driver, _clean(top.get("CUDA Version")), tuple(gpus),
+                           partial="; ".join(partial) or None)
 
 
 # ---------------------------------------------------------------- nvidia-smi -q -x (XML)
@@ -462,6 +472,8 @@ _CSV_MAP: dict[str, tuple[str, Callable[[str | None, str], Any]]] = {
 _GPU_FIELDS = {f.name for f in fields(GpuInfo)}
 # "memory.total [MiB]" in a header written without `nounits`
 _HEADER_UNIT = re.compile(r"\s*\[[^\]]*\]$")
+# a header cell: a --query-gpu field name ("pci.bus_id", "clocks_event_reasons.active"), never a value
+_FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*$")
 
 
 # "| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |"
@@ -485,7 +497,8 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
     """Parse `nvidia-smi --query-gpu=<query_fields> --format=csv[,noheader][,nounits]`.
 
     A header line, if present, decides the columns (so `query_fields` may be omitted);
-    units left in by a missing `nounits` ("81559 MiB") are removed.
+    units left in by a missing `nounits` ("81559 MiB") are removed. Columns gpuctl does
+    not read (memory.used, pstate, ...) are skipped and named in `notes`.
     """
     text = require_text(text, TOOL)
     _check_failure(text)
@@ -493,15 +506,18 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
     reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
     records = [r for r in reader if r and any(c.strip() for c in r)]
     columns = list(query_fields)
-    if records and records[0] and _HEADER_UNIT.sub("", records[0][0].strip()) in _CSV_MAP \
-            and not records[0][0].strip()[:1].isdigit():
+    if records and records[0] and all(_FIELD_NAME.match(_HEADER_UNIT.sub("", c.strip())) for c in records[0]):
         columns = [_HEADER_UNIT.sub("", c.strip()) for c in records[0]]
         records = records[1:]
     if not records:
         raise ParseError(f"{TOOL} --query-gpu: a header but no GPU lines")
+    # A column gpuctl does not judge (memory.used, pstate, power.draw, ...) is skipped, not
+    # refused: only the columns it reads matter, and one of them must be there.
     unknown = [c for c in columns if c not in _CSV_MAP]
-    if unknown:
-        raise ParseError(f"{TOOL} --query-gpu: fields gpuctl does not read: {', '.join(unknown)}")
+    if len(unknown) == len(columns):
+        raise ParseError(f"{TOOL} --query-gpu: none of the fields gpuctl reads ({', '.join(unknown)}); "
+                         f"{_CSV_HINT}")
+    notes = (f"columns not judged by gpuctl, skipped: {', '.join(unknown)}",) if unknown else ()
     gpus = []
     for n, record in enumerate(records):
         line = ", ".join(record)
@@ -511,6 +527,8 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
             )
         values: dict[str, Any] = {}
         for column, raw in zip(columns, record, strict=True):
+            if column not in _CSV_MAP:
+                continue
             attr, convert = _CSV_MAP[column]
             try:
                 values[attr] = convert(raw, f"{column} in {quote(line)}")
@@ -523,4 +541,4 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
         values.setdefault("bus_id", None)
         gpus.append(GpuInfo(**{k: v for k, v in values.items() if k in _GPU_FIELDS}))
     drivers = {g.driver_version for g in gpus if g.driver_version}
-    return NvidiaSmiResult("csv", drivers.pop() if len(drivers) == 1 else None, None, tuple(gpus))
+    return NvidiaSmiResult("csv", drivers.pop() if len(drivers) == 1 else None, None, tuple(gpus), notes)

@@ -5,7 +5,9 @@ Per-link speeds are in GB/s as printed (unidirectional per link: 25 GB/s on A100
 ``NVML: Unable to retrieve NVLink information as all links are inactive`` marks every
 link of that GPU down. A GPU with neither links nor that line has no NVLink (PCIe card).
 When no GPU has NVLink at all, nvidia-smi prints nothing (seen on a single H200 VM): empty
-output parses to no GPUs, and the verdicts say what that means for the SKU.
+output parses to no GPUs, and the verdicts say what that means for the SKU. Paste noise
+is skipped; an elision line inside a GPU's link list marks that GPU `cut` (its link count
+is then not judged, the rest is).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from gpuctl.errors import ParseError
-from gpuctl.parsers._common import quote, require_text, to_float
+from gpuctl.parsers._common import noise_kind, quote, require_text, to_float
 
 TOOL = "nvidia-smi nvlink --status"
 
@@ -45,6 +47,7 @@ class NvlinkGpu:
     uuid: str | None
     links: tuple[NvlinkLink, ...]
     all_inactive: bool
+    cut: bool = False  # an elision line inside its block: its link list is not whole
 
     @property
     def active_links(self) -> int:
@@ -59,20 +62,30 @@ class NvlinkGpu:
 class NvlinkResult:
     gpus: tuple[NvlinkGpu, ...]
 
+    @property
+    def partial(self) -> str | None:
+        """Why the paste is not whole (an elision inside a GPU's link list), or None."""
+        cut = [g.index for g in self.gpus if g.cut]
+        return f"the link list of GPU {', '.join(map(str, cut))} is elided" if cut else None
+
 
 def parse_nvlink_status(text: str) -> NvlinkResult:
     """Parse `nvidia-smi nvlink --status` for one or all GPUs."""
     if text is not None and not text.strip():
         return NvlinkResult(())  # nvidia-smi's whole output where no GPU has NVLink
-    text = require_text(text, TOOL)
+    text = require_text(text, TOOL, keep_noise=True)
     gpus: list[tuple[int, str, str | None, list[NvlinkLink], list[bool]]] = []
     for line in text.splitlines():
         if not line.strip():
             continue
+        if (noise := noise_kind(line)) is not None:
+            if noise == "elision" and gpus:
+                gpus[-1][4][1] = True  # "\t ..." in a GPU's link list: that GPU's list is cut
+            continue
         if _ERROR.search(line):
             raise ParseError(f"{TOOL}: {quote(line)}")
         if m := _GPU.match(line):
-            gpus.append((int(m.group(1)), m.group(2), m.group(3), [], [False]))
+            gpus.append((int(m.group(1)), m.group(2), m.group(3), [], [False, False]))
         elif m := _LINK.match(line):
             if not gpus:
                 raise ParseError(f"{TOOL}: link line before any GPU line: {quote(line)}")
@@ -87,5 +100,5 @@ def parse_nvlink_status(text: str) -> NvlinkResult:
     if not gpus:
         raise ParseError(f"{TOOL}: no 'GPU n: ...' line in the output")
     return NvlinkResult(tuple(
-        NvlinkGpu(index, name, uuid, tuple(links), inactive[0]) for index, name, uuid, links, inactive in gpus
+        NvlinkGpu(index, name, uuid, tuple(links), flags[0], flags[1]) for index, name, uuid, links, flags in gpus
     ))

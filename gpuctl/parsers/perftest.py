@@ -12,6 +12,14 @@ rows; duplicates are dropped. The headline figures are taken at the largest mess
 `bw_avg_gbit_s` is the lowest average reported for that size (server and client may
 differ), `bw_peak_gbit_s` the highest peak of any row.
 
+Rails. Two runs of the same test on different rails (``-d mlx5_0`` and ``-d mlx5_1``, or
+one device with two GID indexes) pasted one after the other are told apart by the
+``Device`` and ``GID index`` lines after each banner: the first is the result, the others
+are in `BwResult.rails`, each judged on its own (a server's and a client's report of one
+run share the rail and are merged). Runs printed into one stream at the same time
+(banner, banner, then rows of both) cannot be told apart row by row: the result names
+the rails its rows mix (`mixed_with`) and its figures are the lowest of them.
+
 Bidirectional runs (``-b``; banner ``RDMA_Write Bidirectional BW Test``). Each side
 sends, and the row perftest prints is the SUM of both directions: ``print_full_bw_report``
 adds the peer's report to its own (``bw_avg += rem_bw_rep->bw_avg``). `BwResult.bidirectional`
@@ -86,6 +94,18 @@ class BwResult:
     bidirectional: bool = False  # -b: every row is the sum of both directions
     local_rows: tuple[BwRow, ...] = ()  # -b --report_both: this side sending, alone
     remote_rows: tuple[BwRow, ...] = ()  # -b --report_both: the peer sending, alone
+    gid_index: str | None = None  # " GID index : 5" of RoCE runs
+    rails: tuple[BwResult, ...] = ()  # the same test on other rails (device / GID) in this output
+    # rails whose header was printed but whose rows are mixed into this result's (two runs
+    # printing into one terminal at once): its figures are then the lowest of those rails
+    mixed_with: tuple[str, ...] = ()
+
+    @property
+    def rail(self) -> str | None:
+        """The rail this result ran on: "mlx5_1", "mlx5_1 GID 5" (None when not printed)."""
+        if self.device is None:
+            return None
+        return self.device + (f" GID {self.gid_index}" if self.gid_index is not None else "")
 
     @property
     def label(self) -> str:
@@ -147,9 +167,15 @@ _BANNER_TEST = {"RDMA_Write_imm": "ib_write_bw", "RDMA_Write": "ib_write_bw", "R
                 "Send": "ib_send_bw", "Atomic": "ib_atomic_bw"}
 
 
+# " GID index       : 3"
+_GID_INDEX = re.compile(r"GID index\s*:\s*(\d+)", re.I)
+
+
 @dataclass
 class _Section:
+    test: str | None = None
     bidirectional: bool = False
+    gid: str | None = None
     no_peak: bool = False
     unit: str | None = None
     rows: list[BwRow] = field(default_factory=list)
@@ -157,6 +183,13 @@ class _Section:
     remote: list[BwRow] = field(default_factory=list)
     device: str | None = None
     link_type: str | None = None
+    # other rails whose Device/GID lines came into this section before its table: runs
+    # printing into one stream at once
+    mixed: list[str] = field(default_factory=list)
+
+    def key(self) -> tuple[str | None, bool, str | None, str | None]:
+        """What makes a run its own: the test, its direction and its rail (device, GID)."""
+        return self.test, self.bidirectional, self.device, self.gid
 
 
 def parse_ib_write_bw(text: str) -> BwResult:
@@ -168,20 +201,36 @@ def parse_ib_write_bw(text: str) -> BwResult:
     the other sections are in `BwResult.others`. A bidirectional section is told by its
     banner; output without a banner is bidirectional when the ``ib_*_bw`` command line in
     it has ``-b``/``--bidirectional``."""
-    text = require_text(text, TOOL_BW)
+    text = require_text(text, TOOL_BW, keep_noise=True)  # "-b" on the command line says bidirectional
     lines = text.splitlines()
-    sections: dict[tuple[str, bool] | None, _Section] = {}
-    cur = sections.setdefault(None, _Section())
+    sections: list[_Section] = [_Section()]
+    cur = sections[0]
     part = cur.rows  # where rows go: the section's own, or its --report_both local/remote
     no_peak = False  # the peak warning is printed before the banner of its run
+    bidir_cmd = False
+
+    def settle() -> None:
+        """Fold `cur` into an earlier section of the same test and rail (the server's and
+        the client's report of one run): a new rail starts only for another device/GID."""
+        nonlocal cur, part
+        twin = next((o for o in sections if o is not cur and o.key() == cur.key()), None)
+        if twin is not None and not cur.rows and cur.unit is None:
+            del sections[next(i for i, o in enumerate(sections) if o is cur)]  # by identity: sections compare equal
+            twin.no_peak = twin.no_peak or cur.no_peak
+            cur, part = twin, twin.rows
+
     for line in lines:
         if m := _BW_BANNER.match(line):
-            cur = sections.setdefault((_BANNER_TEST[m.group(1)], bool(m.group(2))), _Section(bool(m.group(2))))
-            cur.no_peak, no_peak, part = cur.no_peak or no_peak, False, cur.rows
+            if not sections[0].rows and sections[0].unit is None and sections[0].test is None \
+                    and sections[0].device is None:
+                del sections[0]  # the empty preamble before the first banner
+            cur = _Section(_BANNER_TEST[m.group(1)], bool(m.group(2)))
+            sections.append(cur)
+            cur.no_peak, no_peak, part = no_peak, False, cur.rows
         elif _NO_PEAK.search(line):
             no_peak = True
         elif _CMD_BIDIRECTIONAL.search(line):
-            sections[None].bidirectional = True  # the banner, where there is one, decides
+            bidir_cmd = True  # the banner, where there is one, decides
         elif m := _REPORT_BOTH.match(line):
             part = cur.local if m.group(1) == "Local" else cur.remote
         elif m := _BW_HEADER.search(line):
@@ -203,23 +252,50 @@ def parse_ib_write_bw(text: str) -> BwResult:
             )
             if row not in part:
                 part.append(row)
-        elif cur.device is None and (m := _DEVICE.search(line)):
-            cur.device = m.group(1)
+        elif m := _DEVICE.search(line):
+            if cur.device is None:
+                cur.device = m.group(1)
+                if cur.test is not None:
+                    settle()
+            elif m.group(1) != cur.device and cur.unit is None:
+                cur.mixed.append(m.group(1))
+        elif cur.unit is None and (m := _GID_INDEX.search(line)):
+            if cur.gid is None:
+                cur.gid = m.group(1)
+                settle()
+            elif m.group(1) != cur.gid:
+                cur.mixed.append(f"{cur.device or '?'} GID {m.group(1)}")
         elif cur.link_type is None and (m := _LINK_TYPE.search(line)):
             cur.link_type = m.group(1)
-    done = [BwResult(f"{sec.unit}/sec", tuple(sec.rows), sec.device, sec.link_type, key[0] if key else None,
-                     bidirectional=sec.bidirectional, local_rows=tuple(sec.local), remote_rows=tuple(sec.remote))
-            for key, sec in sections.items() if sec.unit is not None and sec.rows]
+    if bidir_cmd:
+        for sec in sections:
+            if sec.test is None:
+                sec.bidirectional = True
+    done = [BwResult(f"{sec.unit}/sec", tuple(sec.rows), sec.device, sec.link_type, sec.test,
+                     bidirectional=sec.bidirectional, local_rows=tuple(sec.local), remote_rows=tuple(sec.remote),
+                     gid_index=sec.gid)
+            for sec in sections if sec.unit is not None and sec.rows]
     if not done:
         err = _first_error(lines)
         if err:
             raise ParseError(f"{TOOL_BW}: the test did not run: {quote(err)}")
-        unit_seen = any(sec.unit is not None for sec in sections.values())
+        unit_seen = any(sec.unit is not None for sec in sections)
         what = "a header but no rows" if unit_seen else "no '#bytes #iterations BW peak[...] BW average[...]' header"
         raise ParseError(f"{TOOL_BW}: {what} in the output (truncated run?)")
     main = next((r for r in done if r.test == TOOL_BW and not r.bidirectional),
                 next((r for r in done if r.test == TOOL_BW), done[0]))
-    return replace(main, others=tuple(r for r in done if r is not main))
+    # the same test on another rail (device/GID) is judged on its own; other tests are kept
+    rails = tuple(r for r in done if r is not main and (r.test, r.bidirectional) == (main.test, main.bidirectional))
+    # a rail whose banner and device were printed but whose rows went to another rail's
+    # section: the runs printed into one stream at once, rows cannot be told apart
+    mixed = tuple(dict.fromkeys([
+        *((sec.device or "?") + (f" GID {sec.gid}" if sec.gid is not None else "") for sec in sections
+          if sec.test == main.test and sec.device is not None and not sec.rows and sec.unit is None),
+        *(x for sec in sections if sec.test == main.test and sec.rows for x in sec.mixed)]))
+    if mixed:
+        main = replace(main, mixed_with=mixed)
+    return replace(main, rails=rails,
+                   others=tuple(r for r in done if r is not main and all(r is not x for x in rails)))
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,19 @@ class TopoResult:
         names = dict(self.nic_names)
         return f"{nic} ({names[nic]})" if nic in names else nic
 
+    def nic_sites(self) -> tuple[tuple[str, ...], ...]:
+        """The NICs grouped by where they sit: NICs at PIX from each other share one PCIe
+        switch (the ports and virtual functions of one adapter, or adapters on one switch)
+        and count as one site; the number of sites is the number of places a GPU can have
+        a near NIC."""
+        groups: list[set[str]] = []
+        for nic in self.nics:
+            joined = [g for g in groups if any(self.link(nic, other) == "PIX" for other in g)]
+            merged = {nic}.union(*joined) if joined else {nic}
+            groups = [g for g in groups if g not in joined] + [merged]
+        order = {n: i for i, n in enumerate(self.nics)}
+        return tuple(sorted((tuple(sorted(g, key=order.__getitem__)) for g in groups), key=lambda g: order[g[0]]))
+
     def nearest_nic(self, gpu: str) -> tuple[str, str] | None:
         """(NIC column, path code) of the NIC closest to `gpu` over PCIe (the first in
         column order among equals); None when the matrix has no NIC columns."""

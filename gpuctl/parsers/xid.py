@@ -4,7 +4,7 @@ and the driver's lost-GPU messages that carry no Xid at all.
 A log without any event is the healthy case and parses to an empty result; an empty
 text is not a log and raises `ParseError`. With ``strict=True`` (what ``gpuctl analyze
 xid`` uses) a text with neither an event line nor one line in a kernel log's shape
-(see `_KERNEL_LINE`) is refused too: a wrong file must not pass as a clean log.
+(see `KERNEL_LINE`) is refused too: a wrong file must not pass as a clean log.
 
 What is recorded, and how it is counted:
 
@@ -12,7 +12,8 @@ What is recorded, and how it is counted:
   after the PCI address) included. What the driver says about the event in its own
   words is kept as fields: the NVLink5 severity word (Xid 144-150 ``Fatal``/``Nonfatal``),
   the error-containment flags of Xid 94/95 (``RST: Yes`` = GPU reset required,
-  ``D-RST: Yes`` = drain and reset required) and the recovery action Xid 154 names.
+  ``D-RST: Yes`` = drain and reset required), the recovery action Xid 154 names, and the
+  earlier Xid an Xid 45 names as its cause (``caused by previous Xid 149``).
 - `GpuLostEvent`: one per driver *message* that says a GPU is gone without an Xid:
   the probe-time "fallen off the bus and is not responding to commands" message (printed
   over up to three ``NVRM:`` lines, counted once), the runtime ``NVRM: GPU <bdf>: GPU has
@@ -51,6 +52,10 @@ _PID = re.compile(r"^pid=([^,\s]+),?\s*(?:name=([^,]+),\s*)?")
 _NVLINK5_SEVERITY = re.compile(r"^\S+\s+(Fatal|Nonfatal)\s+XC\d")
 # Xid 94/95 (error containment, driver kern_gpu_ga100.c): "... LTC TAG (0x2,0x1). RST: Yes, D-RST: No"
 _CONTAINMENT_FLAGS = re.compile(r"\bRST: (Yes|No), D-RST: (Yes|No)\b")
+# Xid 45 (channels torn down) naming the Xid that caused it, at the end of the line (driver
+# kernel_rc.c, " caused by previous Xid %d" after the message):
+# "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149"
+_CAUSED_BY = re.compile(r"\bcaused by previous Xid (\d+)\s*$")
 # Xid 154: "GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)"
 _RECOVERY_ACTION = re.compile(
     r"recovery action changed from (0x[0-9A-Fa-f]+) \(([^)]*)\) to (0x[0-9A-Fa-f]+) \(([^)]*)\)")
@@ -88,7 +93,7 @@ _RM_INIT = re.compile(rf"NVRM: (?:GPU ({_BDF}): )?RmInitAdapter failed! (\([^)]*
 #   "kern  :info  : [    5.123456] ..."       dmesg -x
 #   "Dec 02 10:00:00 host kernel: ..."        journalctl -k (short)
 #   "2026-12-02T10:00:00+0000 host kernel: "  journalctl -o short-iso, dmesg --time-format iso
-_KERNEL_LINE = re.compile(
+KERNEL_LINE = re.compile(
     r"^(?:<\d+>)?\[\s*\d+\.\d+\]"
     r"|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
     r"|^kern\s*:\s*\w+\s*:"
@@ -117,6 +122,7 @@ class XidEvent:
     drain_and_reset_required: bool | None = None  # Xid 94/95 "D-RST: Yes"
     recovery_action: str | None = None  # Xid 154: the action it changed to, "Drain and Reset"
     recovery_action_code: int | None = None  # Xid 154: its number, 4 for "0x4"
+    caused_by: int | None = None  # Xid 45: the earlier Xid the driver names as its cause ("149")
 
 
 @dataclass(frozen=True)
@@ -170,8 +176,10 @@ def _xid_event(m: re.Match[str], line: str) -> XidEvent:
         reset, drain = f.group(1) == "Yes", f.group(2) == "Yes"
     if a := _RECOVERY_ACTION.search(rest):
         action, action_code = a.group(4).strip(), int(a.group(3), 16)
+    cause = _CAUSED_BY.search(rest)
     return XidEvent(m.group(1).lower(), int(m.group(4)), pid, process, rest, line.strip(),
-                    m.group(2), m.group(3), severity, reset, drain, action, action_code)
+                    m.group(2), m.group(3), severity, reset, drain, action, action_code,
+                    int(cause.group(1)) if cause else None)
 
 
 def _lost_message(lines: list[str], i: int, m: re.Match[str]) -> tuple[GpuLostEvent | None, int]:
@@ -227,7 +235,7 @@ def parse_xid_log(text: str, *, strict: bool = False) -> XidResult:
             lost.append(event)
         i += used
     if (strict and not events and not sxids and not lost
-            and not any(_KERNEL_LINE.match(x.lstrip()) for x in lines)):
+            and not any(KERNEL_LINE.match(x.lstrip()) for x in lines)):
         raise ParseError(f"{TOOL}: not a kernel log (no dmesg or journalctl -k line in it); "
                          f"first line: {quote(lines[0] if lines else '')}")
     return XidResult(tuple(events), tuple(sxids), len(lines), tuple(lost))

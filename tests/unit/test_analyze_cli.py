@@ -113,7 +113,8 @@ def test_every_kind_is_offered() -> None:
         ("ibstat", "ibstat/ibstat-cx7-ndr-ib-8port-active.txt", "hgx-h100-80gb", 0),
         ("ib_write_bw", "perftest/ib_write_bw-ib-loopback-8M-superbench.txt", "hgx-h100-80gb", 1),
         ("ib_write_lat", "perftest/ib_write_lat-softroce-loopback-sweep-linux-rdma.txt", "hgx-h100-80gb", 0),
-        ("fio", "fio/fio-nvme-randrw-4k-json-superbench.txt", "hgx-h100-80gb", 1),
+        # a randrw job is outside the randread floor (issue 19 class 5): reported, not judged
+        ("fio", "fio/fio-nvme-randrw-4k-json-superbench.txt", "hgx-h100-80gb", 0),
         ("dcgm", "dcgm/dcgmi-diag-r2-a100-8gpu-p4de-awsome.txt", None, 0),
         ("gdsio", "gdsio/gdsio-read-write-public.txt", None, 0),
         ("xid", "xid/dmesg-xid79-xid13-synthetic.txt", None, 1),

@@ -285,3 +285,12 @@ def test_one_nvidia_smi_per_host(h100):
         for i in range(8):
             getattr(drv, f"test_{check}")(None, h100, p, f"gpu{i}")
     assert sum("nvidia-smi" in c for c in p.host.ran) == 1
+
+
+def test_a_cut_nvidia_smi_q_from_the_node_could_not_run():
+    # issue 19: a cut *paste* is judged for what it shows; the node's own report cut short is
+    # a command that did not finish (verify must not pass the GPUs it does not show)
+    spec = single_h200_spec()
+    p = probe(spec, {"nvidia-smi -q": H200_Q[: H200_Q.index("    ECC Mode")]})
+    with pytest.raises(CouldNotRun, match="cut report"):
+        p.nvidia_smi()

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuctl.analyze import analyze_text
 from gpuctl.errors import ParseError
 from gpuctl.parsers.dcgm import parse_dcgmi_diag
+from gpuctl.verdicts import Status
 
 FIX = Path(__file__).parents[1] / "data" / "fixtures" / "dcgm"
 
@@ -57,7 +59,6 @@ def test_json_form() -> None:
         ("Error: Unable to complete diagnostic for group 2. Return: (-21) Host engine connection invalid\n",
          "did not run"),
         ("Successfully ran diagnostic for group.\n+-----+-----+\n", "no test results"),
-        ("| Denylist                  | Pass                                           |\n", "closing border"),
         ("| Denylist                  | Maybe                                          |\n"
          "+---------------------------+------------------------------------------------+\n", "cannot read"),
         ('{"DCGM GPU Diagnostic": {"test_categories": [], "version": "3.3.3"}}', "no test results"),
@@ -165,6 +166,16 @@ def test_v100_verbose_info_rows_are_not_warnings() -> None:
     assert all(not res.warnings for t in r.tests for res in t.results)
 
 
-def test_table_cut_inside_its_closing_border_is_refused() -> None:
-    with pytest.raises(ParseError, match="no closing border"):
-        parse_dcgmi_diag(text("dcgmi-diag-r2-3.3.9-v100-table-cut-mid-border.txt"))
+def test_table_cut_inside_its_closing_border_is_read_as_partial_and_not_a_pass() -> None:
+    # issue 19 class 2: a cut paste is judged for what it holds, and marked partial (a warning)
+    r = parse_dcgmi_diag(text("dcgmi-diag-r2-3.3.9-v100-table-cut-mid-border.txt"))
+    assert r.partial is not None and "no closing border" in r.partial
+    assert r.failed == ()
+    a = analyze_text("dcgm", text("dcgmi-diag-r2-3.3.9-v100-table-cut-mid-border.txt"))
+    assert a.status is Status.WARN
+    assert [v.check for v in a.verdicts if v.status is Status.WARN] == ["partial_paste"]
+
+
+def test_one_row_without_a_border_is_partial() -> None:
+    r = parse_dcgmi_diag("| Denylist                  | Pass                                           |\n")
+    assert [t.name for t in r.tests] == ["Denylist"] and r.partial is not None

@@ -40,7 +40,7 @@ def test_gdsio_summary_wrapped_over_two_lines() -> None:
 @pytest.mark.parametrize(
     ("out", "match"),
     [("", "empty"), ("Error: IO failed stopping traffic, fd :27 ret:-5 errno:1\n", "failed"),
-     ("gdsio -f /mnt/x -d 0\n", "no 'IoType")],
+     ("gdsio -f /mnt/x -d 0\n", "nothing but a command line")],
 )
 def test_gdsio_unusable(out: str, match: str) -> None:
     with pytest.raises(ParseError, match=match):
