@@ -1,4 +1,4 @@
-"""`gpuctl mirror up|check`: the cluster's package cache and the offline mirror check (gpuctl.mirror)."""
+"""`gpuctl mirror up|check|wheels`: the cluster's package cache and the offline mirror check (gpuctl.mirror)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,34 @@ def check_cmd(inventory: str, limit: tuple[str, ...], as_json: bool) -> None:
             con.print(f"missing: {line}", markup=False)
         con.print(f"{report.repo_url}: {report.checked - len(report.missing)} of {report.checked} pinned "
                   "package versions present", markup=False)
+    raise SystemExit(int(ExitCode.OK if report.ok else ExitCode.CHECKS_FAILED))
+
+
+@mirror.command("wheels", epilog=EXIT_CODES_HELP)
+@click.argument("inventory", type=click.Path(dir_okay=False))
+@click.argument("dest", type=click.Path(file_okay=False))
+@click.option("--index", "index_url", default=None, help="Upstream PEP 691 index (default: the matrix's index_url).")
+@json_option
+@handle_errors
+def wheels_cmd(inventory: str, dest: str, index_url: str | None, as_json: bool) -> None:
+    """Fill DEST/simple/ (a PEP 503 index) with the training environment's wheels: every file of
+    the matrix's lock for the inventory's Python, each checked against its locked sha256; files
+    already there are kept. Serve DEST/simple/ and point train_env_index_url at it. Exit 1 naming
+    each locked package upstream lacks."""
+    from pathlib import Path
+
+    from gpuctl.wheelhouse import fill_for_inventory
+
+    loaded = load_inventory(inventory)
+    report = fill_for_inventory(loaded, Path(dest), index_url)
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        con = console()
+        for line in report.missing:
+            con.print(f"missing: {line}", markup=False)
+        con.print(f"{dest}/simple: {len(report.fetched)} wheel(s) fetched ({report.bytes_fetched} bytes), "
+                  f"{len(report.cached)} already there", markup=False)
     raise SystemExit(int(ExitCode.OK if report.ok else ExitCode.CHECKS_FAILED))
 
 
