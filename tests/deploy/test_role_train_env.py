@@ -133,3 +133,21 @@ def test_plan_of_h100_8x4_shows_the_pinned_commands(fake):
     text = repr(host)
     assert "Install torch 2.8.0+cu128 (nvidia-nccl-cu12==2.27.3, --require-hashes)" in text
     assert "--require-hashes" in text and "python3.10 -m venv /opt/gpuctl/train-env-" in text
+
+
+@pytest.mark.parametrize(("os_family", "scenario", "install"), [
+    ("rhel9", "rocky9-fresh", "dnf install -y --disableplugin=versionlock python3.11"),
+    ("debian12", "debian12-fresh", None),  # the recorded Debian 12 node has python3.11-venv already
+])
+def test_other_os_families_use_their_python(fake, tmp_path, os_family, scenario, install):
+    from gpu_scenarios import inventory
+
+    specs = fake.specs(inventory(tmp_path, os_family, matrix="r570-cuda12.8"), limit=["gpu-01"])
+    h = run_role(fake, "train_env", specs, scenario)
+    assert h.status == "ok", h.error
+    if install:
+        assert any(c.endswith(install) for c in h.execute_commands), h.execute_commands
+    else:
+        assert h.op("venv support").status == "unchanged"
+    build = next(c for c in h.execute_commands if BUILD.search(c))
+    assert "python3.11 -m venv /opt/gpuctl/train-env-" in build
