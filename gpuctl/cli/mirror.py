@@ -69,30 +69,46 @@ def check_cmd(inventory: str, limit: tuple[str, ...], as_json: bool) -> None:
 
 @mirror.command("wheels", epilog=EXIT_CODES_HELP)
 @click.argument("inventory", type=click.Path(dir_okay=False))
-@click.argument("dest", type=click.Path(file_okay=False))
+@click.argument("dest", type=click.Path(file_okay=False), required=False)
 @click.option("--index", "index_url", default=None, help="Upstream PEP 691 index (default: the matrix's index_url).")
 @json_option
 @handle_errors
-def wheels_cmd(inventory: str, dest: str, index_url: str | None, as_json: bool) -> None:
-    """Fill DEST/simple/ (a PEP 503 index) with the training environment's wheels: every file of
-    the matrix's lock for the inventory's Python, each checked against its locked sha256; files
-    already there are kept. Serve DEST/simple/ and point train_env_index_url at it. Exit 1 naming
-    each locked package upstream lacks."""
+def wheels_cmd(inventory: str, dest: str | None, index_url: str | None, as_json: bool) -> None:
+    """Fill a wheelhouse (a PEP 503 index, DIR/simple/) with the training environment's wheels:
+    every file of the matrix's lock for the inventory's Python, each checked against its locked
+    sha256; files already there are kept. Without DEST: the cache host's wheelhouse, filled on
+    the cache host (role_vars.package_mirror_wheels: true; it serves it to every node). With
+    DEST: that folder here (serve it and set train_env_index_url). Exit 1 naming each locked
+    package upstream lacks."""
     from pathlib import Path
 
     from gpuctl.wheelhouse import fill_for_inventory
 
     loaded = load_inventory(inventory)
-    report = fill_for_inventory(loaded, Path(dest), index_url)
+    if dest is None:
+        from gpuctl.mirror import fill_cache_wheels
+
+        if index_url is not None:
+            raise InputError("--index applies to a local DEST; the cache host fetches from the matrix's index_url")
+        record = RunRecord.create("mirror-wheels", loaded.path, loaded.matrix.path)
+        res = fill_cache_wheels(loaded, record=record)
+        record.finish("ok" if res["status"] == "ok" else "failed")
+        where, ok = f"{res['node']}:{res['dir']}/simple", res["status"] == "ok"
+        missing, fetched, size, cached = res["missing"], res["fetched"], res["bytes_fetched"], res["cached"]
+        data: dict = res
+    else:
+        report = fill_for_inventory(loaded, Path(dest), index_url)
+        where, ok, missing = f"{dest}/simple", report.ok, report.missing
+        fetched, size, cached = len(report.fetched), report.bytes_fetched, len(report.cached)
+        data = report.as_dict()
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(data)
     else:
         con = console()
-        for line in report.missing:
+        for line in missing:
             con.print(f"missing: {line}", markup=False)
-        con.print(f"{dest}/simple: {len(report.fetched)} wheel(s) fetched ({report.bytes_fetched} bytes), "
-                  f"{len(report.cached)} already there", markup=False)
-    raise SystemExit(int(ExitCode.OK if report.ok else ExitCode.CHECKS_FAILED))
+        con.print(f"{where}: {fetched} wheel(s) fetched ({size} bytes), {cached} already there", markup=False)
+    raise SystemExit(int(ExitCode.OK if ok else ExitCode.CHECKS_FAILED))
 
 
 def register(main: click.Group) -> None:

@@ -125,3 +125,97 @@ def test_cli_mirror_wheels_names_what_upstream_lacks(tmp_path: Path, monkeypatch
     assert res.exit_code == 1, res.output
     assert "missing: torch==2.8.0: no wheel for Python 3.10 with a locked sha256 on https://pypi.org/simple" \
         in res.output
+
+
+
+
+def test_remote_fill_script_runs_with_a_plain_python3_against_an_http_index(tmp_path: Path) -> None:
+    """The script the cache host runs: this module's source + the job, on a bare python3 (no
+    gpuctl, no packaging), against a real HTTP index on 127.0.0.1; twice (second: nothing fetched)."""
+    import http.server
+    import shutil
+    import threading
+
+    from gpuctl.wheelhouse import parse_remote_report, remote_fill_script
+
+    if shutil.which("python3") is None:
+        import pytest
+
+        pytest.skip("needs python3")
+    demo = _wheel("demo", "1.0")
+    blobs = {f"/files/{demo[0]}": demo[1]}
+    page = {"files": [{"filename": demo[0], "url": "", "hashes": {"sha256": hashlib.sha256(demo[1]).hexdigest()}}]}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/simple/demo/":
+                body = json.dumps(page).encode()
+            elif self.path in blobs:
+                body = blobs[self.path]
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    page["files"][0]["url"] = f"{base}/files/{demo[0]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        script = remote_fill_script([_locked("demo", demo)], "3.11", str(tmp_path / "wh"), f"{base}/simple")
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+        runs = [subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+                for _ in range(2)]
+    finally:
+        server.shutdown()
+    first, second = (parse_remote_report(r.stdout) for r in runs)
+    assert first == {"status": "ok", "fetched": 1, "cached": 0, "bytes_fetched": len(demo[1]), "missing": []}, runs[0]
+    assert second is not None and second["fetched"] == 0 and second["cached"] == 1
+    assert (tmp_path / "wh" / "simple" / "demo" / demo[0]).read_bytes() == demo[1]
+
+
+def test_fill_cache_wheels_needs_a_serving_cache_host(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from gpuctl import mirror
+    from gpuctl.errors import InputError
+    from gpuctl.inventory import load_inventory_text
+    from gpuctl.paths import inventories_dir
+
+    text = (inventories_dir() / "h100-8x4.yaml").read_text().replace(
+        "repos: {mirror: null}", "repos: {cache_host: gpu-01, apt_proxy: 'http://10.0.0.1:3128'}")
+    assert text != (inventories_dir() / "h100-8x4.yaml").read_text()
+    off = load_inventory_text(text, "inv.yaml", inventories_dir())
+    with pytest.raises(InputError, match="serves no wheelhouse"):
+        mirror.fill_cache_wheels(off)
+    on = load_inventory_text(text + "role_vars: {package_mirror_wheels: true}\n", "inv.yaml", inventories_dir())
+    sent: dict = {}
+
+    class Res:
+        stdout = '##gpuctl-wheels {"status": "ok", "fetched": 25, "cached": 0, "bytes_fetched": 9, "missing": []}\n'
+        stderr = ""
+
+    def fake_run(target, script, timeout_s):  # type: ignore[no-untyped-def]
+        sent["script"] = script
+        return Res()
+
+    import gpuctl.bench.remote as remote
+
+    monkeypatch.setattr(remote, "run", fake_run)
+    res = mirror.fill_cache_wheels(on)
+    assert res["status"] == "ok" and res["node"] == "gpu-01" and res["dir"] == "/var/cache/gpuctl-wheels"
+    assert sent["script"].startswith("export http_proxy=http://10.0.0.1:3128 https_proxy=http://10.0.0.1:3128; ")
+    assert '"torch"' in sent["script"] and "python3 - <<'GPUCTL_WHEELS_EOF'" in sent["script"]
+    # every node's train_env now reads the cache's wheelhouse; the cache node through 127.0.0.1
+    from gpuctl.spec import resolve
+
+    specs = {s.node: s for s in resolve(on)}
+    assert specs["gpu-01"].train_env.index_url == "http://127.0.0.1:3143/simple"
+    assert specs["gpu-02"].train_env.index_url == f"http://{specs['gpu-01'].address}:3143/simple"
+    assert all(s.train_env.index_url == "https://pypi.org/simple" for s in resolve(off))
