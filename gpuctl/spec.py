@@ -473,10 +473,17 @@ def _train_env_reason(inv: Inventory, pinned: bool) -> str:
     environment, or the inventory turns it off (role_vars.train_env_enabled: false)."""
     if not pinned:
         return "matrix pins no training environment"
-    from gpuctl.inventory import role_defaults
-
-    enabled = inv.role_vars.get("train_env_enabled", role_defaults().get("train_env_enabled", True))
+    enabled = inv.role_vars.get("train_env_enabled", _train_env_defaults().get("train_env_enabled", True))
     return "" if enabled is not False else "role_vars.train_env_enabled is false"
+
+
+@cache
+def _train_env_defaults() -> dict[str, Any]:
+    from gpuctl.paths import roles_dir
+
+    path = roles_dir() / "train_env" / "defaults.yaml"
+    data, _ = load_yaml(path) if path.is_file() else ({}, None)
+    return dict(data or {})
 
 
 #: Roles that need a kernel of the node's own; on "container" nodes (lab.kind in the

@@ -9,6 +9,7 @@ environment's own python), parsed once (gpuctl.parsers.train_env); every check r
 from __future__ import annotations
 
 import contextlib
+import functools
 import shlex
 
 from gpuctl.checks.api import CouldNotRun, Remediation, expect, fail, for_each
@@ -19,9 +20,14 @@ from gpuctl.parsers.train_env import TrainEnvProbe, parse_probe
 ROLE = "train_env"
 
 
+@functools.cache
+def _defaults() -> dict:  # type: ignore[type-arg]
+    return role_defaults()
+
+
 def knob(spec, key: str):  # type: ignore[no-untyped-def]
     """The role's knob as this inventory sets it (role_vars), else its default."""
-    return spec.role_vars.get(key, role_defaults()[key])
+    return spec.role_vars.get(key, _defaults()[key])
 
 
 #: the probe command's exit status when the environment's python is not there
