@@ -212,18 +212,27 @@ def _cudnn(c: RuleContext) -> list[RuleResult]:
     return out
 
 
+def cuda_supports_cc(compat: Compat, cuda: str, cc: str) -> tuple[bool | None, str | None]:
+    """(CUDA `cuda` builds for compute capability `cc`, the first CUDA that does); (None, None)
+    when `cc` is not in the table. The one judgement for the toolkit and the torch build."""
+    first = compat.compute_capability_cuda.first_cuda.get(cc)
+    if first is None:
+        return None, None
+    last = compat.compute_capability_cuda.last_cuda.get(cc)
+    ok = version_key(cuda) >= version_key(first) and (last is None or version_key(cuda) <= version_key(last))
+    return ok, first
+
+
 @rule("gpu-arch-supported")
 def _arch(c: RuleContext) -> list[RuleResult]:
     if c.sku is None:
         return [RuleResult("gpu-arch-supported", "n/a", "no SKU given (--sku)")]
     cc = c.sku.gpu.compute_capability
-    first = c.compat.compute_capability_cuda.first_cuda.get(cc)
-    if first is None:
-        return [RuleResult("gpu-arch-supported", "fail", f"compute capability {cc} unknown to the table")]
-    last = c.compat.compute_capability_cuda.last_cuda.get(cc)
     cuda = c.matrix.cuda.version
-    ok = version_key(cuda) >= version_key(first) and (last is None or version_key(cuda) <= version_key(last))
-    return _r("gpu-arch-supported", ok,
+    ok, first = cuda_supports_cc(c.compat, cuda, cc)
+    if ok is None:
+        return [RuleResult("gpu-arch-supported", "fail", f"compute capability {cc} unknown to the table")]
+    return _r("gpu-arch-supported", bool(ok),
               f"{c.sku.gpu.model} (sm_{cc.replace('.', '')}) is supported by CUDA {cuda}",
               f"{c.sku.gpu.model} (compute capability {cc}) needs CUDA >= {first}, matrix has {cuda}")
 
@@ -357,6 +366,26 @@ def _torch_driver(c: RuleContext) -> list[RuleResult]:
               f"torch {t.runtime_version} (CUDA {t.cuda}) runs on driver {d.version} (>= {need})",
               f"torch {t.runtime_version} brings the CUDA {t.cuda} runtime, which needs driver >= {need}; the "
               f"matrix pins driver {d.version} (branch R{d.branch}) ({c.compat.cuda_min_driver.source})")
+
+
+@rule("torch-gpu-arch")
+def _torch_arch(c: RuleContext) -> list[RuleResult]:
+    if (missing := _no_train_env("torch-gpu-arch", c)) is not None:
+        return missing
+    if c.sku is None:
+        return [RuleResult("torch-gpu-arch", "n/a", "no SKU given (--sku)")]
+    te = c.matrix.train_env
+    assert te is not None
+    cc = c.sku.gpu.compute_capability
+    ok, first = cuda_supports_cc(c.compat, te.torch.cuda, cc)
+    if ok is None:
+        return [RuleResult("torch-gpu-arch", "fail", f"compute capability {cc} unknown to the table")]
+    sm = "sm_" + cc.replace(".", "")
+    return _r("torch-gpu-arch", bool(ok),
+              f"torch {te.torch.runtime_version} (CUDA {te.torch.cuda}) runs on {c.sku.gpu.model} ({sm})",
+              f"{c.sku.gpu.model} (compute capability {cc}) needs a CUDA >= {first} build; torch "
+              f"{te.torch.runtime_version} is built with CUDA {te.torch.cuda} "
+              f"({c.compat.compute_capability_cuda.source})")
 
 
 @rule("torch-python-os")

@@ -18,7 +18,8 @@ from gpuctl.paths import matrices_dir
 from gpuctl.rules import check_matrix, failures
 
 TODAY = dt.date(2026, 11, 30)
-TRAIN_RULES = ("torch-cuda-major", "torch-driver", "torch-python-os", "torch-nccl-vs-system", "train-env-lock")
+TRAIN_RULES = ("torch-cuda-major", "torch-driver", "torch-gpu-arch", "torch-python-os", "torch-nccl-vs-system",
+               "train-env-lock")
 
 
 def _data(name: str = "r570-cuda12.8") -> dict:
@@ -132,3 +133,15 @@ def test_cli_matrix_check_fails_for_torch_needing_a_newer_driver(tmp_path: Path)
     assert res.exit_code == 1, res.output
     assert "torch-driver" in res.output and "575.57.08" in res.output and "570.133.20" in res.output
     assert not failures([r for r in check_matrix(load_matrix("r570-cuda12.8").matrix) if r.rule == "torch-driver"])
+
+
+def test_torch_build_without_the_gpus_architecture_fails() -> None:
+    """B200 (sm_100) needs a CUDA >= 12.8 build: a cu126 torch on an otherwise fine CUDA 12.8 matrix fails."""
+    def cu126(d: dict) -> None:
+        d["train_env"]["torch"]["cuda"] = "12.6"
+        d["train_env"]["cuda_runtime"]["version"] = "12.6.77"
+    m = broken(cu126)
+    b200 = [r for r in check_matrix(m, load_sku("hgx-b200"), today=TODAY) if r.rule == "torch-gpu-arch"]
+    assert [r.status for r in b200] == ["fail"] and "needs a CUDA >= 12.8 build" in b200[0].reason
+    assert [r.status for r in results(m, "torch-gpu-arch")] == ["pass"]  # H100 (sm_90) is in every 12.x build
+    assert [r.status for r in check_matrix(m, None, today=TODAY) if r.rule == "torch-gpu-arch"] == ["n/a"]
