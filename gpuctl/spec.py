@@ -464,8 +464,18 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         sysctl_minimums=("net.core.rmem_max", "net.core.wmem_max", "vm.max_map_count"),
         repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
         nccl_conf=_nccl_conf(fabric, vlans, None), thresholds=thresholds, roles=roles,
-        role_vars=dict(inv.role_vars), node_kind=kind, train_env=train_env_spec(matrix, fam),
+        role_vars=dict(inv.role_vars), node_kind=kind, train_env=_train_env_index(train_env_spec(matrix, fam), inv),
     )
+
+
+def _train_env_index(te: TrainEnvSpec | None, inv: Inventory) -> TrainEnvSpec | None:
+    """With a cluster mirror (repos.mirror: air-gapped), the training environment's wheels come
+    from `<mirror>/gpuctl/wheels/simple` (a tree `gpuctl mirror wheels INVENTORY DEST` writes),
+    like the other files gpuctl fetches from a mirror; a cache host serving wheels overrides it
+    (gpuctl.mirror.apply_cache)."""
+    if te is None or not inv.repos.mirror:
+        return te
+    return te.model_copy(update={"index_url": inv.repos.mirror.rstrip("/") + "/gpuctl/wheels/simple"})
 
 
 def _train_env_reason(inv: Inventory, pinned: bool) -> str:

@@ -42,7 +42,7 @@ from gpuctl.spec import TrainEnvSpec
 ROLE = "train_env"
 PATH_KNOBS = ("train_env_path", "train_env_lock_file", "train_env_probe_file", "train_env_profile_file")
 _PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$")
-_URL = re.compile(r"^https?://[A-Za-z0-9._~:/%+-]+$")
+_URL = re.compile(r"^(https?|file)://[A-Za-z0-9._~:/%+-]+$")
 #: pip's lines that name what it could not install: a hash mismatch ("    torch==2.8.0 from
 #: https://…:" under "THESE PACKAGES DO NOT MATCH THE HASHES"), a file the index lacks ("No
 #: matching distribution found for torch==2.8.0"), a missing dependency (pip check: "torch 2.8.0
@@ -119,7 +119,7 @@ def install() -> None:
         bad.append(f"train_env_index_url={index_url!r}")
     if bad:
         fail_host(name="Refuse: a train_env knob is not a plain absolute path / URL",
-                  reason="not plain absolute paths or an http(s) URL: " + ", ".join(bad))
+                  reason="not plain absolute paths or an http(s)/file URL: " + ", ".join(bad))
         return
     path = paths["train_env_path"]
     package_map = k["train_env_python_package"]

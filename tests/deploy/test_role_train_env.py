@@ -151,3 +151,14 @@ def test_other_os_families_use_their_python(fake, tmp_path, os_family, scenario,
         assert h.op("venv support").status == "unchanged"
     build = next(c for c in h.execute_commands if BUILD.search(c))
     assert "python3.11 -m venv /opt/gpuctl/train-env-" in build
+
+
+def test_air_gapped_mirror_serves_the_wheels(fake, tmp_path):
+    from gpu_scenarios import inventory
+
+    specs = fake.specs(inventory(tmp_path, "ubuntu2204", matrix="r570-cuda12.8", mirror="http://10.0.2.2:8080/"),
+                       limit=["gpu-01"])
+    assert specs[0].train_env.index_url == "http://10.0.2.2:8080/gpuctl/wheels/simple"
+    h = run_role(fake, "train_env", specs, "ubuntu2204-fresh")
+    build = next(c for c in h.execute_commands if BUILD.search(c))
+    assert "--index-url http://10.0.2.2:8080/gpuctl/wheels/simple -r" in build
