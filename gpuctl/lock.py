@@ -208,9 +208,11 @@ def component_packages(spec: NodeSpec) -> dict[str, tuple[Package, ...]]:
 def train_env_python(spec: NodeSpec) -> str | None:
     """The training environment's python on this node (roles/train_env's `train_env_path`,
     from the inventory's role_vars or the role's default), or None where the role does not run."""
+    from gpuctl.spec import train_env_knob
+
     if spec.train_env is None or spec.roles.get("train_env") != "":
         return None
-    path = spec.role_vars.get("train_env_path") or _role_defaults("train_env").get("train_env_path")
+    path = train_env_knob(spec, "train_env_path")
     if not isinstance(path, str) or not _SAFE_PATTERN.match(path) or "*" in path:
         raise InputError(f"train_env_path {path!r} has characters gpuctl does not put in a shell")
     return f"{path}/bin/python"

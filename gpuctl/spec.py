@@ -487,6 +487,13 @@ def _train_env_reason(inv: Inventory, pinned: bool) -> str:
     return "" if enabled is not False else "role_vars.train_env_enabled is false"
 
 
+def train_env_knob(spec: NodeSpec, key: str) -> Any:
+    """A roles/train_env knob as this node's inventory sets it (role_vars), else its default:
+    where the role put the environment (`train_env_path`), its probe, … — for the checks, the
+    lock read and the bench, which run outside the role's deploy."""
+    return spec.role_vars.get(key, _train_env_defaults().get(key))
+
+
 @cache
 def _train_env_defaults() -> dict[str, Any]:
     from gpuctl.paths import roles_dir

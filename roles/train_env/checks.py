@@ -9,25 +9,19 @@ environment's own python), parsed once (gpuctl.parsers.train_env); every check r
 from __future__ import annotations
 
 import contextlib
-import functools
 import shlex
 
 from gpuctl.checks.api import CouldNotRun, Remediation, expect, fail, for_each
 from gpuctl.errors import ParseError
-from gpuctl.inventory import role_defaults
 from gpuctl.parsers.train_env import TrainEnvProbe, parse_probe
+from gpuctl.spec import train_env_knob
 
 ROLE = "train_env"
 
 
-@functools.cache
-def _defaults() -> dict:  # type: ignore[type-arg]
-    return role_defaults()
-
-
 def knob(spec, key: str):  # type: ignore[no-untyped-def]
     """The role's knob as this inventory sets it (role_vars), else its default."""
-    return spec.role_vars.get(key, _defaults()[key])
+    return train_env_knob(spec, key)
 
 
 #: the probe command's exit status when the environment's python is not there
