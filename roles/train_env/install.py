@@ -83,8 +83,7 @@ def build_command(te: TrainEnvSpec, target: str, path: str, lock_file: str, inde
 
 
 @operation()
-def build_train_env(te: TrainEnvSpec, state: TrainEnv, path: str, lock_file: str, index_url: str,
-                    lock_changed: bool = False):
+def build_train_env(te: TrainEnvSpec, state: TrainEnv, path: str, lock_file: str, index_url: str):
     """Build and switch to the environment of this lock unless the path already points to one
     that holds exactly the lock's distributions."""
     target = env_dir(path, te)
