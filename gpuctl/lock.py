@@ -19,6 +19,7 @@
           cuda: {cuda-toolkit-13-0: {version: 13.0.2-1, held: true}}
         firmware: {hca/mlx5_0: 28.39.1002, vbios/0: 96.00.89.00.01}
         files: {/etc/nccl.conf: <sha256>, /etc/sysctl.d/90-gpuctl.conf: null}   # null = absent
+        train_env: {torch: 2.8.0, nvidia-nccl-cu12: 2.27.3, …}   # the training venv's distributions
 
 Versions are exactly what dpkg (`${Version}`, epoch included) or rpm (`[E:]V-R`) print,
 so they can be used as pins again (`pin_from_lock`). The list of configuration files
@@ -84,6 +85,8 @@ class NodeLock(_Strict):
     packages: dict[str, dict[str, LockedPackage]] = Field(default_factory=dict)
     firmware: dict[str, str] = Field(default_factory=dict)
     files: dict[str, str | None] = Field(default_factory=dict)
+    #: the training environment's distributions (roles/train_env): {canonical name: version}
+    train_env: dict[str, str] = Field(default_factory=dict)
 
     def package_versions(self) -> dict[str, str | None]:
         return {name: p.version for comp in self.packages.values() for name, p in comp.items()}
@@ -122,7 +125,7 @@ class ManagedFile:
     path: str
     knob: str | None = None
     per_node: bool = False
-    when: str = "always"  # always | apt | dnf | raid | network
+    when: str = "always"  # always | apt | dnf | raid | network | train_env
 
 
 # The one list of rendered configuration files (order = report order).
@@ -144,6 +147,8 @@ MANAGED_FILES: tuple[ManagedFile, ...] = (
     ManagedFile("network", "/etc/network/interfaces.d/gpuctl-*", per_node=True, when="network"),
     ManagedFile("network", "/etc/netplan/60-gpuctl.yaml", knob="network_netplan_file", per_node=True, when="network"),
     ManagedFile("network", "/etc/NetworkManager/system-connections/gpuctl-*", per_node=True, when="network"),
+    ManagedFile("train_env", "/etc/profile.d/gpuctl-train-env.sh", knob="train_env_profile_file", when="train_env"),
+    ManagedFile("train_env", "/opt/gpuctl/train-env.lock.txt", knob="train_env_lock_file", when="train_env"),
 )
 
 
@@ -171,6 +176,7 @@ def _applies(mf: ManagedFile, spec: NodeSpec) -> bool:
         "dnf": spec.package_manager == "dnf",
         "raid": spec.raid is not None,
         "network": spec.fabric.type != "none" or bool(spec.vlans),
+        "train_env": spec.train_env is not None and spec.roles.get("train_env") == "",
     }[mf.when]
 
 
@@ -197,6 +203,19 @@ def per_node_file(path: str, package_manager: str = "apt") -> bool:
 def component_packages(spec: NodeSpec) -> dict[str, tuple[Package, ...]]:
     """Enabled components → their packages (what the lock records)."""
     return {name: c.packages for name, c in spec.components.items() if c.enabled and c.packages}
+
+
+def train_env_python(spec: NodeSpec) -> str | None:
+    """The training environment's python on this node (roles/train_env's `train_env_path`,
+    from the inventory's role_vars or the role's default), or None where the role does not run."""
+    from gpuctl.spec import train_env_knob
+
+    if spec.train_env is None or spec.roles.get("train_env") != "":
+        return None
+    path = train_env_knob(spec, "train_env_path")
+    if not isinstance(path, str) or not _SAFE_PATTERN.match(path) or "*" in path:
+        raise InputError(f"train_env_path {path!r} has characters gpuctl does not put in a shell")
+    return f"{path}/bin/python"
 
 
 def read_script(spec: NodeSpec) -> str:
@@ -228,8 +247,20 @@ def read_script(spec: NodeSpec) -> str:
         " nvidia-smi --query-gpu=index,vbios_version --format=csv,noheader 2>&1 || true; fi",
         f"echo '{_MARK}files'",
         f"for f in {' '.join(patterns)}; do if [ -f \"$f\" ]; then sha256sum \"$f\"; else echo \"-  $f\"; fi; done",
+        *_train_env_lines(spec),
         f"echo '{_MARK}end'",
     ])
+
+
+def _train_env_lines(spec: NodeSpec) -> list[str]:
+    python = train_env_python(spec)
+    if python is None:
+        return []
+    from gpuctl.parsers.train_env import DIST_LISTING
+
+    py = shlex.quote(python)
+    return [f"echo '{_MARK}train_env'",
+            f"if [ -x {py} ]; then {py} -c {shlex.quote(DIST_LISTING)} 2>/dev/null || true; fi"]
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -293,10 +324,13 @@ def parse_read(text: str, spec: NodeSpec, read_at: str = "") -> NodeLock:
             continue
         files[path] = digest if re.fullmatch(r"[0-9a-f]{64}", digest) else None
     module = (sec.get("module") or [None])[0]
+    from gpuctl.parsers.train_env import parse_distributions
+
     return NodeLock(
         read_at=read_at, os=(sec.get("os") or [None])[0], kernel=(sec.get("kernel") or [None])[0],
         nvidia_module=module.strip() if module else None,
         packages=packages, firmware=firmware, files=files,
+        train_env=parse_distributions(sec.get("train_env", [])),
     )
 
 
@@ -468,6 +502,8 @@ def flatten(entry: NodeLock) -> dict[str, str | None]:
         out[f"firmware {k}"] = v
     for path, digest in entry.files.items():
         out[f"file {path}"] = digest
+    for name, version in entry.train_env.items():
+        out[f"train_env {name}"] = version
     return out
 
 

@@ -1,7 +1,8 @@
 """Pinned version matrices: load `matrices/<name>.yaml` into a typed model.
 
 A matrix pins every NVIDIA component exactly (driver, fabric manager, CUDA, cuDNN,
-NCCL, DCGM, OFED, GDS, Lustre client) and lists, per OS family, the packages with
+NCCL, DCGM, OFED, GDS, Lustre client) and the training environment (Python, torch
+build, its CUDA runtime and NCCL wheels, the hash lock of its closure), and lists, per OS family, the packages with
 their exact versions (epochs included). `gpuctl.rules` checks a matrix before any
 host is touched; `gpuctl.spec` turns it into per-host package pins.
 """
@@ -111,6 +112,113 @@ class Gds(_Strict):
     source: str
 
 
+# ------------------------------------------------------------------ training environment
+
+# PEP 503 normalised distribution name; PEP 440 public version (+ optional local label)
+_DIST_NAME = r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$"
+_PEP440 = r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?(\+[a-z0-9.]+)?$"
+
+
+class WheelPin(_Strict):
+    """One Python distribution at one exact version."""
+
+    name: str = Field(pattern=_DIST_NAME)
+    version: str = Field(pattern=_PEP440)
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+class SourcedWheelPin(WheelPin):
+    source: str
+
+
+class LockedWheel(WheelPin):
+    """A line of the training environment's hash lock: pip installs it only from a file
+    whose sha256 is listed (`--require-hashes`); `marker` (PEP 508, e.g.
+    "python_version == '3.12'") limits it to some of the matrix's Pythons."""
+
+    marker: str = Field(default="", pattern=r"^[a-z_]+ *[=<>!]=? *'[0-9.]+'( or [a-z_]+ *[=<>!]=? *'[0-9.]+')*$|^$")
+    sha256: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for h in v:
+            if not re.fullmatch(r"[0-9a-f]{64}", h):
+                raise ValueError(f"'{h}' is not a sha256 (64 lowercase hex digits)")
+        return v
+
+    def lock_line(self) -> str:
+        """The requirements-file line: `name==version ; marker --hash=sha256:… …`."""
+        marker = f" ; {self.marker}" if self.marker else ""
+        return f"{self.requirement}{marker} " + " ".join(f"--hash=sha256:{h}" for h in self.sha256)
+
+
+class TorchBuild(_Strict):
+    """The PyTorch build: the distribution version pip installs and the CUDA it was built
+    with (`torch.version.cuda`); `torch.__version__` is `<version>+cu<XY>`."""
+
+    version: str = Field(pattern=_PEP440)
+    cuda: str = Field(pattern=r"^\d+\.\d+$")
+    source: str
+
+    @property
+    def cuda_major(self) -> int:
+        return int(self.cuda.split(".")[0])
+
+    @property
+    def local(self) -> str:
+        return "cu" + self.cuda.replace(".", "")
+
+    @property
+    def runtime_version(self) -> str:
+        """What `torch.__version__` prints: '2.8.0' built for CUDA 12.8 → '2.8.0+cu128'."""
+        return self.version if "+" in self.version else f"{self.version}+{self.local}"
+
+    @property
+    def dist_version(self) -> str:
+        """The version pip and importlib.metadata see: on PyPI without the local label."""
+        return self.version
+
+
+class TrainLock(_Strict):
+    source: str
+    packages: tuple[LockedWheel, ...] = Field(min_length=1)
+
+    def get(self, name: str) -> LockedWheel | None:
+        return next((p for p in self.packages if p.name == name), None)
+
+
+class TrainEnv(_Strict):
+    """The training environment (a Python venv with PyTorch) the matrix pins: the Python
+    per OS family (the OS's own python3.X), the torch build, the CUDA runtime and NCCL
+    wheels that build pins exactly in its metadata, optional extra packages, the index
+    the wheels come from and the hash lock of the whole closure."""
+
+    python: dict[OsFamily, str]
+    python_source: str
+    torch: TorchBuild
+    cuda_runtime: SourcedWheelPin
+    nccl: SourcedWheelPin
+    extra_packages: tuple[WheelPin, ...] = ()
+    index_url: str = Field(default="https://pypi.org/simple", pattern=r"^https?://[A-Za-z0-9._~:/%+-]+$")
+    lock: TrainLock
+
+    @field_validator("python")
+    @classmethod
+    def _py(cls, v: dict[str, str]) -> dict[str, str]:
+        for fam, py in v.items():
+            if not re.fullmatch(r"3\.\d+", py):
+                raise ValueError(f"{fam}: '{py}' is not a Python version like 3.11")
+        return v
+
+    @property
+    def nccl_version(self) -> str:
+        return self.nccl.version
+
+
 class Matrix(_Strict):
     name: str
     description: str = ""
@@ -124,6 +232,8 @@ class Matrix(_Strict):
     gds: Gds | None = None
     lustre: Versioned | None = None
     packages: dict[OsFamily, dict[str, tuple[Package, ...]]]
+    #: the training environment (PyTorch venv); `gpuctl.rules` fails a matrix without one
+    train_env: TrainEnv | None = None
 
     @field_validator("packages")
     @classmethod

@@ -10,7 +10,10 @@ the cache host's address), the cache node itself at 127.0.0.1, so that its own i
 fill the cache: OS packages through `Acquire::http::Proxy http://<cache>:3142` (the
 nvidia_repo role's proxy drop-in) and the NVIDIA repository through apt-cacher-ng's URL
 form `http://<cache>:3142/<upstream host[:port]>/<path>` (`HTTPS///<host>/<path>` for
-https upstreams), so each .deb crosses the uplink once however many nodes install it.
+https upstreams), so each .deb crosses the uplink once however many nodes install it. With
+`package_mirror_wheels` the cache host also serves the training environment's wheelhouse
+(`gpuctl.wheelhouse`, filled by `gpuctl mirror wheels`) and every node's train_env index is
+`http://<cache>:<package_mirror_wheels_port>/simple`.
 
 Offline (`repos.offline: true`): `check_offline(specs)` reads the repository's
 `Packages` index (over http(s) or file://, from this machine) and raises InputError
@@ -60,6 +63,23 @@ def cache_port(loaded: LoadedInventory) -> int:
     return int(override if override is not None else _role_defaults()["package_mirror_port"])
 
 
+def _knob(loaded: LoadedInventory, key: str) -> Any:
+    override = loaded.inventory.role_vars.get(key)
+    return override if override is not None else _role_defaults()[key]
+
+
+def wheels_port(loaded: LoadedInventory) -> int | None:
+    """The port the cache host serves the training environment's wheelhouse on, or None when
+    it serves none (`package_mirror_wheels` false, or no repos.cache_host)."""
+    if loaded.inventory.repos.cache_host is None or _knob(loaded, "package_mirror_wheels") is not True:
+        return None
+    return int(_knob(loaded, "package_mirror_wheels_port"))
+
+
+def wheels_dir(loaded: LoadedInventory) -> str:
+    return str(_knob(loaded, "package_mirror_wheels_dir"))
+
+
 def cache_address(loaded: LoadedInventory) -> str | None:
     """How the other nodes reach the cache host: `repos.cache_address`, else its `address`."""
     repos = loaded.inventory.repos
@@ -107,8 +127,13 @@ def apply_cache(loaded: LoadedInventory, specs: Sequence[NodeSpec], port: int | 
     if name is None or remote is None:
         return list(specs)
     port = cache_port(loaded) if port is None else port
+    wheels = wheels_port(loaded)
     out = []
     for s in specs:
+        if wheels is not None and s.train_env is not None:  # the training environment from the wheelhouse
+            at = LOOPBACK if s.node == name else remote
+            te = s.train_env.model_copy(update={"index_url": f"http://{at}:{wheels}/simple"})
+            s = s.model_copy(update={"train_env": te})
         if s.repo.url.startswith("file://"):
             out.append(s)
             continue
@@ -227,6 +252,30 @@ def check_offline(specs: Sequence[NodeSpec], index: dict[str, set[str]] | None =
 
 
 # ----------------------------------------------------------------------- command
+
+
+def fill_cache_wheels(loaded: LoadedInventory, timeout_s: float = 3600, record: Any = None) -> dict[str, Any]:
+    """Fill the cache host's wheelhouse (package_mirror_wheels_dir) ON the cache host: it fetches
+    the lock's wheels from upstream (through repos.apt_proxy when set) once for the cluster."""
+    from gpuctl.bench.remote import run, targets_for
+    from gpuctl.wheelhouse import _lock_and_python, parse_remote_report, remote_fill_script
+
+    spec = cache_spec(loaded)
+    if spec is None:
+        raise InputError(f"{loaded.path}: repos.cache_host names no node; give a folder to fill instead")
+    if wheels_port(loaded) is None:
+        raise InputError(f"{loaded.path}: the cache host serves no wheelhouse; set role_vars.package_mirror_wheels: "
+                         "true and run `gpuctl mirror up` first")
+    lock, python, index_url = _lock_and_python(loaded)
+    script = remote_fill_script(lock, python, wheels_dir(loaded), index_url, proxy=spec.repo.apt_proxy)
+    res = run(targets_for(loaded, [spec])[spec.node], script, timeout_s)
+    if record is not None:
+        record.raw(spec.node, "mirror-wheels.txt", res.transcript())
+    report = parse_remote_report(res.stdout)
+    if report is None:
+        why = (res.stderr.strip().splitlines() or ["no report"])[-1]
+        raise ExecutionError(f"{spec.node}: the wheelhouse fill did not finish: {why}")
+    return {"node": spec.node, "dir": wheels_dir(loaded), **report}
 
 
 def mirror_up(loaded: LoadedInventory, record: Any = None) -> dict[str, Any]:

@@ -64,6 +64,14 @@ class _Eol(_Table):
     dates: dict[str, dt.date]
 
 
+class _TorchWheels(_Table):
+    pythons: dict[str, tuple[str, ...]]
+
+
+class _OsPython(_Table):
+    versions: dict[str, tuple[str, ...]]
+
+
 class Compat(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     cuda_min_driver: _CudaMinDriver
@@ -72,6 +80,8 @@ class Compat(BaseModel):
     compute_capability_cuda: _CcCuda
     ofed_os_support: _OfedOs
     branch_eol: _Eol
+    torch_wheels: _TorchWheels
+    os_python: _OsPython
 
 
 @cache
@@ -116,16 +126,26 @@ def _r(name: str, ok: bool, good: str, bad: str, warn: bool = False) -> list[Rul
     return [RuleResult(name, "warn" if warn else "fail", bad)]
 
 
+def driver_supports_cuda(compat: Compat, driver: str, cuda: str) -> tuple[bool | None, str | None]:
+    """(driver >= CUDA `cuda`'s minimum driver, that minimum); (None, None) when `cuda` is
+    not in the table. The one judgement of "this driver runs this CUDA runtime", used for
+    the toolkit and for the torch build's bundled runtime alike."""
+    need = compat.cuda_min_driver.versions.get(cuda)
+    if need is None:
+        return None, None
+    return version_key(driver) >= version_key(need), need
+
+
 @rule("cuda-min-driver")
 def _cuda_min_driver(c: RuleContext) -> list[RuleResult]:
-    need = c.compat.cuda_min_driver.versions.get(c.matrix.cuda.version)
-    if need is None:
+    ok, need = driver_supports_cuda(c.compat, c.matrix.driver.version, c.matrix.cuda.version)
+    if ok is None:
         cuda = c.matrix.cuda.version
         return [RuleResult("cuda-min-driver", "fail", f"CUDA {cuda} is not in the compatibility table")]
     have = c.matrix.driver.version
     return _r(
         "cuda-min-driver",
-        version_key(have) >= version_key(need),
+        bool(ok),
         f"driver {have} >= {need}, the minimum for CUDA {c.matrix.cuda.version}",
         f"CUDA {c.matrix.cuda.version} needs driver >= {need}, matrix pins {have} "
         f"({c.compat.cuda_min_driver.source})",
@@ -192,18 +212,27 @@ def _cudnn(c: RuleContext) -> list[RuleResult]:
     return out
 
 
+def cuda_supports_cc(compat: Compat, cuda: str, cc: str) -> tuple[bool | None, str | None]:
+    """(CUDA `cuda` builds for compute capability `cc`, the first CUDA that does); (None, None)
+    when `cc` is not in the table. The one judgement for the toolkit and the torch build."""
+    first = compat.compute_capability_cuda.first_cuda.get(cc)
+    if first is None:
+        return None, None
+    last = compat.compute_capability_cuda.last_cuda.get(cc)
+    ok = version_key(cuda) >= version_key(first) and (last is None or version_key(cuda) <= version_key(last))
+    return ok, first
+
+
 @rule("gpu-arch-supported")
 def _arch(c: RuleContext) -> list[RuleResult]:
     if c.sku is None:
         return [RuleResult("gpu-arch-supported", "n/a", "no SKU given (--sku)")]
     cc = c.sku.gpu.compute_capability
-    first = c.compat.compute_capability_cuda.first_cuda.get(cc)
-    if first is None:
-        return [RuleResult("gpu-arch-supported", "fail", f"compute capability {cc} unknown to the table")]
-    last = c.compat.compute_capability_cuda.last_cuda.get(cc)
     cuda = c.matrix.cuda.version
-    ok = version_key(cuda) >= version_key(first) and (last is None or version_key(cuda) <= version_key(last))
-    return _r("gpu-arch-supported", ok,
+    ok, first = cuda_supports_cc(c.compat, cuda, cc)
+    if ok is None:
+        return [RuleResult("gpu-arch-supported", "fail", f"compute capability {cc} unknown to the table")]
+    return _r("gpu-arch-supported", bool(ok),
               f"{c.sku.gpu.model} (sm_{cc.replace('.', '')}) is supported by CUDA {cuda}",
               f"{c.sku.gpu.model} (compute capability {cc}) needs CUDA >= {first}, matrix has {cuda}")
 
@@ -287,6 +316,152 @@ def _eol(c: RuleContext) -> list[RuleResult]:
               f"R{c.matrix.driver.branch} supported until {eol}",
               f"R{c.matrix.driver.branch} reached end of life on {eol}: plan a move to a supported branch",
               warn=True)
+
+
+# ------------------------------------------------------------ training environment
+
+
+def _no_train_env(name: str, c: RuleContext) -> list[RuleResult] | None:
+    if c.matrix.train_env is None:
+        return [RuleResult(name, "fail", "matrix pins no training environment (train_env: python, torch, "
+                                         "cuda_runtime, nccl, lock)")]
+    return None
+
+
+@rule("torch-cuda-major")
+def _torch_cuda_major(c: RuleContext) -> list[RuleResult]:
+    if (missing := _no_train_env("torch-cuda-major", c)) is not None:
+        return missing
+    te = c.matrix.train_env
+    assert te is not None
+    t, major = te.torch, c.matrix.cuda.major
+    out = _r("torch-cuda-major", t.cuda_major == major,
+             f"torch {t.runtime_version} is built for CUDA {t.cuda}, toolkit is CUDA {c.matrix.cuda.version}",
+             f"torch {t.runtime_version} is built for CUDA {t.cuda} (major {t.cuda_major}), the matrix's "
+             f"toolkit is CUDA {c.matrix.cuda.version} (major {major})")
+    if ".".join(te.cuda_runtime.version.split(".")[:2]) != t.cuda:
+        out.append(RuleResult("torch-cuda-major", "fail", f"{te.cuda_runtime.requirement} is not the CUDA {t.cuda} "
+                                                          f"runtime torch {t.runtime_version} is built with"))
+    for pin in (te.cuda_runtime, te.nccl):
+        # the CUDA 12 wheels are named *-cu12; CUDA 13's runtime wheels carry no suffix, NCCL's -cu13
+        tagged = pin.name.rsplit("-", 1)[-1]
+        if tagged.startswith("cu") and tagged[2:].isdigit() and int(tagged[2:]) != t.cuda_major:
+            out.append(RuleResult("torch-cuda-major", "fail",
+                                  f"{pin.requirement} is a CUDA {tagged[2:]} wheel; torch is built for CUDA {t.cuda}"))
+    return out
+
+
+@rule("torch-driver")
+def _torch_driver(c: RuleContext) -> list[RuleResult]:
+    if (missing := _no_train_env("torch-driver", c)) is not None:
+        return missing
+    te = c.matrix.train_env
+    assert te is not None
+    t, d = te.torch, c.matrix.driver
+    ok, need = driver_supports_cuda(c.compat, d.version, t.cuda)
+    if ok is None:
+        return [RuleResult("torch-driver", "fail", f"torch {t.runtime_version}: CUDA {t.cuda} is not in the "
+                                                   "minimum-driver table")]
+    return _r("torch-driver", bool(ok),
+              f"torch {t.runtime_version} (CUDA {t.cuda}) runs on driver {d.version} (>= {need})",
+              f"torch {t.runtime_version} brings the CUDA {t.cuda} runtime, which needs driver >= {need}; the "
+              f"matrix pins driver {d.version} (branch R{d.branch}) ({c.compat.cuda_min_driver.source})")
+
+
+@rule("torch-gpu-arch")
+def _torch_arch(c: RuleContext) -> list[RuleResult]:
+    if (missing := _no_train_env("torch-gpu-arch", c)) is not None:
+        return missing
+    if c.sku is None:
+        return [RuleResult("torch-gpu-arch", "n/a", "no SKU given (--sku)")]
+    te = c.matrix.train_env
+    assert te is not None
+    cc = c.sku.gpu.compute_capability
+    ok, first = cuda_supports_cc(c.compat, te.torch.cuda, cc)
+    if ok is None:
+        return [RuleResult("torch-gpu-arch", "fail", f"compute capability {cc} unknown to the table")]
+    sm = "sm_" + cc.replace(".", "")
+    return _r("torch-gpu-arch", bool(ok),
+              f"torch {te.torch.runtime_version} (CUDA {te.torch.cuda}) runs on {c.sku.gpu.model} ({sm})",
+              f"{c.sku.gpu.model} (compute capability {cc}) needs a CUDA >= {first} build; torch "
+              f"{te.torch.runtime_version} is built with CUDA {te.torch.cuda} "
+              f"({c.compat.compute_capability_cuda.source})")
+
+
+@rule("torch-python-os")
+def _torch_python_os(c: RuleContext) -> list[RuleResult]:
+    if (missing := _no_train_env("torch-python-os", c)) is not None:
+        return missing
+    te = c.matrix.train_env
+    assert te is not None
+    t = te.torch
+    shipped = c.compat.torch_wheels.pythons.get(t.version.split("+")[0])
+    if shipped is None:
+        return [RuleResult("torch-python-os", "fail", f"torch {t.version} is not in the torch wheel table "
+                                                      f"({c.compat.torch_wheels.source})")]
+    out: list[RuleResult] = []
+    for fam in c.os_families:
+        py = te.python.get(fam)  # type: ignore[call-overload]
+        if py is None:
+            out.append(RuleResult("torch-python-os", "fail", f"{fam}: train_env.python names no Python for it"))
+            continue
+        os_has = c.compat.os_python.versions.get(fam, ())
+        if py not in os_has:
+            out.append(RuleResult("torch-python-os", "fail",
+                                  f"{fam}: the OS ships Python {', '.join(os_has) or 'none known'}, not {py} "
+                                  f"({c.compat.os_python.source})"))
+        elif py not in shipped:
+            out.append(RuleResult("torch-python-os", "fail",
+                                  f"{fam}: torch {t.version} has no wheel for Python {py} (it has "
+                                  f"{', '.join(shipped)})"))
+        else:
+            out.append(RuleResult("torch-python-os", "pass", f"{fam}: torch {t.version} wheel for Python {py}"))
+    return out
+
+
+def _major_minor(v: str) -> tuple[int, ...]:
+    return version_key(v)[:2]
+
+
+@rule("torch-nccl-vs-system")
+def _torch_nccl(c: RuleContext) -> list[RuleResult]:
+    if (missing := _no_train_env("torch-nccl-vs-system", c)) is not None:
+        return missing
+    te = c.matrix.train_env
+    assert te is not None
+    system, bundled = c.matrix.nccl.version, te.nccl.version
+    names = f"system NCCL {system}+cuda{c.matrix.nccl.cuda} (nccl-tests), torch's NCCL {te.nccl.requirement}"
+    if _major_minor(system) == _major_minor(bundled):
+        return [RuleResult("torch-nccl-vs-system", "pass", f"{names}: same major.minor")]
+    return [RuleResult("torch-nccl-vs-system", "warn",
+                       f"{names}: different major.minor, so nccl-tests and the customer's PyTorch jobs measure "
+                       "different libraries")]
+
+
+@rule("train-env-lock")
+def _train_lock(c: RuleContext) -> list[RuleResult]:
+    if (missing := _no_train_env("train-env-lock", c)) is not None:
+        return missing
+    te = c.matrix.train_env
+    assert te is not None
+    out: list[RuleResult] = []
+    names = [p.name for p in te.lock.packages]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        out.append(RuleResult("train-env-lock", "fail", f"lock lists {dup} more than once"))
+    wanted = [("torch", te.torch.dist_version), (te.cuda_runtime.name, te.cuda_runtime.version),
+              (te.nccl.name, te.nccl.version)] + [(p.name, p.version) for p in te.extra_packages]
+    for name, version in wanted:
+        locked = te.lock.get(name)
+        if locked is None:
+            out.append(RuleResult("train-env-lock", "fail", f"{name}=={version} is pinned but not in train_env.lock"))
+        elif locked.version != version:
+            out.append(RuleResult("train-env-lock", "fail",
+                                  f"train_env pins {name}=={version}, its lock has {locked.requirement}"))
+    if not out:
+        out.append(RuleResult("train-env-lock", "pass",
+                              f"lock of {len(names)} distributions with hashes holds torch=={te.torch.dist_version}, "
+                              f"{te.cuda_runtime.requirement}, {te.nccl.requirement}"))
+    return out
 
 
 def check_matrix(

@@ -27,7 +27,7 @@ from gpuctl.yamlsrc import load_yaml
 # Provision order (design.md). A role is skipped on a node when its spec says so.
 ROLE_ORDER: tuple[str, ...] = (
     "base", "nvidia_repo", "nvidia_driver", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm",
-    "ofed", "peermem", "gds", "network", "nvme_raid", "lustre_client", "bench_tools",
+    "ofed", "peermem", "gds", "network", "nvme_raid", "lustre_client", "bench_tools", "train_env",
 )
 
 
@@ -139,6 +139,72 @@ class LustreSpec(_Spec):
         return ":".join(self.mgs_nids) + f":/{self.fsname}"
 
 
+class TrainEnvSpec(_Spec):
+    """The training environment this node must have (matrix `train_env`, for this node's
+    OS family): the venv's Python, the torch build and the NCCL/CUDA runtime wheels it
+    pins, the index to install from and the hash lock (as pip reads it, and as the
+    distributions this node's Python installs from it)."""
+
+    python: str
+    torch_version: str           # as pip / importlib.metadata see it: "2.8.0"
+    torch_runtime_version: str   # torch.__version__: "2.8.0+cu128"
+    torch_cuda: str              # torch.version.cuda: "12.8"
+    nccl: str                    # "nvidia-nccl-cu12==2.27.3"
+    nccl_version: str            # torch.cuda.nccl.version() joined: "2.27.3"
+    cuda_runtime: str            # "nvidia-cuda-runtime-cu12==12.8.90"
+    index_url: str
+    lock_text: str               # the requirements file pip installs with --require-hashes
+    packages: dict[str, str]     # distribution → version this node's Python installs
+    source: str
+
+    @property
+    def lock_sha256(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(self.lock_text.encode()).hexdigest()
+
+    def differences(self, installed: dict[str, str]) -> list[str]:
+        """How `installed` ({canonical name: version} in the venv) differs from the lock; []
+        when it is the lock. pip/setuptools/wheel that `python -m venv` brings are not extra."""
+        out = [f"{n} {installed[n]} (lock {v})" if n in installed else f"{n} missing"
+               for n, v in sorted(self.packages.items()) if installed.get(n) != v]
+        out += [f"{n} {v} not in the lock" for n, v in sorted(installed.items())
+                if n not in self.packages and n not in VENV_BOOTSTRAP]
+        return out
+
+
+#: distributions `python -m venv` installs by itself (not in a lock, not a difference)
+VENV_BOOTSTRAP = frozenset({"pip", "setuptools", "wheel"})
+
+
+def _marker_applies(marker: str, python: str) -> bool:
+    if not marker:
+        return True
+    from packaging.markers import Marker
+
+    return Marker(marker).evaluate({"python_version": python, "python_full_version": python + ".0"})
+
+
+def train_env_spec(matrix: Any, os_family: str) -> TrainEnvSpec | None:
+    """The matrix's training environment for one OS family (None when it pins none or
+    names no Python for the family; the rules fail such a matrix before this runs)."""
+    te = matrix.train_env
+    if te is None or os_family not in te.python:
+        return None
+    py = te.python[os_family]
+    header = (f"# gpuctl train_env lock: matrix {matrix.name}, torch {te.torch.runtime_version}, Python {py}\n"
+              f"# {te.lock.source}\n")
+    lines = [p.lock_line() for p in te.lock.packages]
+    return TrainEnvSpec(
+        python=py, torch_version=te.torch.dist_version, torch_runtime_version=te.torch.runtime_version,
+        torch_cuda=te.torch.cuda, nccl=te.nccl.requirement, nccl_version=te.nccl.version,
+        cuda_runtime=te.cuda_runtime.requirement, index_url=te.index_url,
+        lock_text=header + "\n".join(lines) + "\n",
+        packages={p.name: p.version for p in te.lock.packages if _marker_applies(p.marker, py)},
+        source=f"matrix {matrix.name} train_env ({te.lock.source})",
+    )
+
+
 class NodeSpec(_Spec):
     cluster: str
     node: str
@@ -176,6 +242,8 @@ class NodeSpec(_Spec):
     #: "machine" (own kernel: bare metal or a QEMU lab node) or "container" (lab
     #: systemd-nspawn node sharing the host kernel: kernel-feature work is not applicable).
     node_kind: Literal["machine", "container"] = "machine"
+    #: the training environment (roles/train_env); None when the matrix pins none
+    train_env: TrainEnvSpec | None = None
 
     def sysctl_met(self, key: str, value: str) -> bool:
         """`value` (as /proc/sys prints it) satisfies the spec's `key`: at least the floor for
@@ -374,6 +442,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         "nvme_raid": "" if raid else "no storage.raid in the inventory",
         "lustre_client": components["lustre"].reason,
         "bench_tools": "",
+        "train_env": _train_env_reason(inv, matrix.train_env is not None),
     }
     kind = node_kind(inv)
     if kind == "container":
@@ -395,8 +464,43 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         sysctl_minimums=("net.core.rmem_max", "net.core.wmem_max", "vm.max_map_count"),
         repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
         nccl_conf=_nccl_conf(fabric, vlans, None), thresholds=thresholds, roles=roles,
-        role_vars=dict(inv.role_vars), node_kind=kind,
+        role_vars=dict(inv.role_vars), node_kind=kind, train_env=_train_env_index(train_env_spec(matrix, fam), inv),
     )
+
+
+def _train_env_index(te: TrainEnvSpec | None, inv: Inventory) -> TrainEnvSpec | None:
+    """With a cluster mirror (repos.mirror: air-gapped), the training environment's wheels come
+    from `<mirror>/gpuctl/wheels/simple` (a tree `gpuctl mirror wheels INVENTORY DEST` writes),
+    like the other files gpuctl fetches from a mirror; a cache host serving wheels overrides it
+    (gpuctl.mirror.apply_cache)."""
+    if te is None or not inv.repos.mirror:
+        return te
+    return te.model_copy(update={"index_url": inv.repos.mirror.rstrip("/") + "/gpuctl/wheels/simple"})
+
+
+def _train_env_reason(inv: Inventory, pinned: bool) -> str:
+    """Why roles/train_env does not run here ("" = it runs): the matrix pins no training
+    environment, or the inventory turns it off (role_vars.train_env_enabled: false)."""
+    if not pinned:
+        return "matrix pins no training environment"
+    enabled = inv.role_vars.get("train_env_enabled", _train_env_defaults().get("train_env_enabled", True))
+    return "" if enabled is not False else "role_vars.train_env_enabled is false"
+
+
+def train_env_knob(spec: NodeSpec, key: str) -> Any:
+    """A roles/train_env knob as this node's inventory sets it (role_vars), else its default:
+    where the role put the environment (`train_env_path`), its probe, … — for the checks, the
+    lock read and the bench, which run outside the role's deploy."""
+    return spec.role_vars.get(key, _train_env_defaults().get(key))
+
+
+@cache
+def _train_env_defaults() -> dict[str, Any]:
+    from gpuctl.paths import roles_dir
+
+    path = roles_dir() / "train_env" / "defaults.yaml"
+    data, _ = load_yaml(path) if path.is_file() else ({}, None)
+    return dict(data or {})
 
 
 #: Roles that need a kernel of the node's own; on "container" nodes (lab.kind in the

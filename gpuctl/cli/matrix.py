@@ -67,6 +67,14 @@ def show(name: str, os_family: str | None, as_json: bool) -> None:
         comp.add_row("gds", m.gds.version, m.gds.source)
     if m.lustre:
         comp.add_row("lustre", m.lustre.version, m.lustre.source)
+    if m.train_env:
+        te = m.train_env
+        comp.add_row("torch", f"{te.torch.runtime_version} (CUDA {te.torch.cuda})", te.torch.source)
+        comp.add_row("torch CUDA runtime", te.cuda_runtime.requirement, te.cuda_runtime.source)
+        comp.add_row("torch NCCL", te.nccl.requirement, te.nccl.source)
+        comp.add_row("python", ", ".join(f"{f} {v}" for f, v in te.python.items()), te.python_source)
+        for extra in te.extra_packages:
+            comp.add_row("train extra", extra.requirement, "train_env.extra_packages")
     out.print(comp)
     families = [os_family] if os_family else list(m.packages)
     pkgs = Table("os", "component", "package", "version")

@@ -7,7 +7,10 @@ is one — writes gpuctl's drop-in (port, bind address, cache folder, expiry, th
 ports the nodes may request (AllowUserPorts: 80 plus the NVIDIA repository's) and the
 upstream proxy, which every cache miss goes through — the NVIDIA repository's too, unlike a
 node without a cache, which fetches it DIRECT: apt-cacher-ng 3.x has no per-host exception),
-restarts the service only when the drop-in changed, and keeps it enabled and running. Every node — the cache host
+restarts the service only when the drop-in changed, and keeps it enabled and running. With
+package_mirror_wheels it also serves the training environment's wheelhouse
+(package_mirror_wheels_dir/simple, filled by `gpuctl mirror wheels`) with python3's http.server
+on package_mirror_wheels_port. Every node — the cache host
 itself included, through 127.0.0.1 — is pointed at it by `gpuctl.mirror.apply_cache` (their
 NodeSpec's repo settings, applied by the nvidia_repo role); this role changes nothing else.
 """
@@ -89,4 +92,40 @@ def install() -> None:
     service = str(k["package_mirror_service"])
     systemd.service(name=f"Run {service}", service=service, running=True, enabled=True)
     systemd.service(name=f"Restart {service} after its configuration changed", service=service, restarted=True,
+                    _if=changed.did_change)
+    if k["package_mirror_wheels"] is True:  # a knob: stable during the run
+        serve_wheels(k)
+
+
+WHEELS_UNIT = "/etc/systemd/system/gpuctl-wheels.service"
+
+
+@operation()
+def make_dir(path: str, exists: bool):
+    if exists:
+        host.noop(f"{path} exists")
+        return
+    yield f"mkdir -p {shlex.quote(path)} && chmod 0755 {shlex.quote(path)}"
+
+
+def serve_wheels(k: dict[str, Any]) -> None:
+    """The training environment's wheelhouse: package_mirror_wheels_dir/simple over http."""
+    from gpuctl.facts.system import CommandPaths
+
+    directory, port = str(k["package_mirror_wheels_dir"]), int(k["package_mirror_wheels_port"])
+    have = host.get_fact(CommandPaths, names=(f"{directory}/simple", "/usr/bin/python3"))
+    if not have.get("/usr/bin/python3"):
+        install_cache_packages(name="Install python3 (serves the wheelhouse)", packages=["python3"], installed=[],
+                               proxy=node_spec().repo.apt_proxy)
+    make_dir(name=f"Create the wheelhouse {directory}/simple", path=f"{directory}/simple",
+             exists=bool(have.get(f"{directory}/simple")))
+    unit = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "package_mirror")),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True).get_template(
+        "gpuctl-wheels.service.j2").render(port=port, bind_address=k["package_mirror_bind_address"],
+                                           directory=directory)
+    changed = put_text(name=f"Write {WHEELS_UNIT} (port {port})", path=WHEELS_UNIT, content=unit,
+                       current_sha256=host.get_fact(Sha256File, path=WHEELS_UNIT))
+    systemd.daemon_reload(name="Reload systemd units", _if=changed.did_change)
+    systemd.service(name="Run gpuctl-wheels", service="gpuctl-wheels", running=True, enabled=True)
+    systemd.service(name="Restart gpuctl-wheels after its unit changed", service="gpuctl-wheels", restarted=True,
                     _if=changed.did_change)

@@ -1,0 +1,195 @@
+"""The training environment's wheelhouse: the lock's wheels as a PEP 503 simple index.
+
+`fill_wheelhouse(lock, python, dest, index_url)` fetches, from the upstream index (PEP 691
+JSON project pages), every wheel file whose sha256 the matrix's lock lists and that the
+cluster's Python can install, checks each download against that sha256 before it is kept, and
+writes `dest/simple/<project>/<file>` with a `dest/simple/<project>/index.html` (links carrying
+`#sha256=`) and `dest/simple/index.html`. A file already in `dest` with the right sha256 is not
+fetched again, so filling once and serving `dest/simple/` to N nodes downloads each wheel from
+upstream once. A locked hash that upstream does not have is reported by package, never
+skipped silently.
+
+Where it runs: `gpuctl mirror wheels INVENTORY DEST` fills a folder here; without DEST it fills
+the cluster cache's folder ON the cache host (roles/package_mirror with package_mirror_wheels,
+which serves it; `gpuctl.mirror.apply_cache` points every node's train_env at it): this module
+needs only the standard library, so `remote_fill_script` sends its own source to the cache
+host's python3 with the job as JSON, and the cache host fetches through the inventory's
+upstream proxy when there is one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
+REPORT_MARK = "##gpuctl-wheels "
+Fetch = Callable[[str, dict[str, str]], bytes]
+
+
+class Locked(Protocol):
+    """What a lock entry offers (gpuctl.matrix.LockedWheel, or `LockEntry` on the cache host)."""
+
+    name: str
+    version: str
+    sha256: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LockEntry:
+    name: str
+    version: str
+    sha256: tuple[str, ...]
+
+
+def _urlopen(url: str, headers: dict[str, str]) -> bytes:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=300) as r:
+        return r.read()
+
+
+def wheel_fits(filename: str, python: str) -> bool:
+    """A Linux x86_64 (or pure-Python) wheel CPython `python` ("3.11") can install, from its
+    file name's tags (`name-version[-build]-python-abi-platform.whl`, each tag '.'-separated)."""
+    parts = filename[:-4].split("-") if filename.endswith(".whl") else []
+    if len(parts) not in (5, 6):
+        return False
+    pys, abis, plats = (set(p.split(".")) for p in parts[-3:])
+    cp = "cp" + python.replace(".", "")
+    if not any(p == "any" or (p.startswith(("manylinux", "linux")) and p.endswith("x86_64")) for p in plats):
+        return False
+    if cp in pys and abis & {cp, "abi3", "none"}:
+        return True
+    if "abi3" in abis and any(p.startswith("cp3") and p[3:].isdigit() and int(p[3:]) <= int(cp[3:]) for p in pys):
+        return True
+    return "none" in abis and any(p.startswith("py3") for p in pys)
+
+
+@dataclass
+class FillReport:
+    fetched: list[str] = field(default_factory=list)     # file names downloaded now
+    cached: list[str] = field(default_factory=list)      # already in the wheelhouse
+    bytes_fetched: int = 0
+    missing: list[str] = field(default_factory=list)     # "torch==2.8.0: no wheel … with a locked sha256 …"
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": "ok" if self.ok else "incomplete", "fetched": len(self.fetched), "cached": len(self.cached),
+                "bytes_fetched": self.bytes_fetched, "missing": self.missing}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _page(links: list[tuple[str, str]]) -> str:
+    body = "".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a><br>\n' for href, text in links)
+    return f"<!DOCTYPE html>\n<html><body>\n{body}</body></html>\n"
+
+
+def fill_wheelhouse(lock: Sequence[Locked], python: str, dest: Path, index_url: str = "https://pypi.org/simple",
+                    fetch: Fetch | None = None) -> FillReport:
+    """Fill `dest` with the lock's wheels for `python` (see the module docstring)."""
+    fetch = fetch or _urlopen
+    report = FillReport()
+    simple = dest / "simple"
+    simple.mkdir(parents=True, exist_ok=True)
+    base = index_url.rstrip("/")
+    for pkg in lock:
+        requirement = f"{pkg.name}=={pkg.version}"
+        wanted = set(pkg.sha256)
+        try:
+            page = json.loads(fetch(f"{base}/{pkg.name}/", {"Accept": JSON_ACCEPT}))
+        except (OSError, ValueError) as exc:
+            report.missing.append(f"{requirement}: the index's project page could not be read ({exc})")
+            continue
+        chosen = [f for f in page.get("files", []) if f.get("hashes", {}).get("sha256") in wanted
+                  and wheel_fits(f["filename"], python)]
+        if not chosen:
+            report.missing.append(f"{requirement}: no wheel for Python {python} with a locked sha256 on {base}")
+            continue
+        folder = simple / pkg.name
+        folder.mkdir(exist_ok=True)
+        for f in chosen:
+            name, sha = f["filename"], f["hashes"]["sha256"]
+            target = folder / name
+            if target.is_file() and _sha256(target) == sha:
+                report.cached.append(name)
+                continue
+            try:
+                data = fetch(f["url"], {})
+            except OSError as exc:
+                report.missing.append(f"{requirement}: {name} could not be downloaded ({exc})")
+                continue
+            if hashlib.sha256(data).hexdigest() != sha:
+                report.missing.append(f"{requirement}: {name} downloaded with another sha256 than the lock's")
+                continue
+            tmp = target.with_name(target.name + ".part")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+            report.fetched.append(name)
+            report.bytes_fetched += len(data)
+        (folder / "index.html").write_text(_page([(f"{p.name}#sha256={_sha256(p)}", p.name)
+                                                  for p in sorted(folder.glob("*.whl"))]))
+    projects = sorted(p.name for p in simple.iterdir() if p.is_dir())
+    (simple / "index.html").write_text(_page([(f"{n}/", n) for n in projects]))
+    return report
+
+
+def _lock_and_python(loaded: Any) -> tuple[Sequence[Locked], str, str]:
+    from gpuctl.errors import InputError
+
+    matrix = loaded.matrix.matrix
+    te = matrix.train_env
+    fam = loaded.inventory.cluster.os_family
+    if te is None or fam not in te.python:
+        raise InputError(f"matrix {matrix.name} pins no training environment for {fam}")
+    return te.lock.packages, te.python[fam], te.index_url
+
+
+def fill_for_inventory(loaded: Any, dest: Path, index_url: str | None = None,
+                       fetch: Fetch | None = None) -> FillReport:
+    """The wheelhouse for an inventory, here: its matrix's lock, its OS's Python."""
+    lock, python, upstream = _lock_and_python(loaded)
+    return fill_wheelhouse(lock, python, dest, index_url or upstream, fetch)
+
+
+def remote_fill_script(lock: Sequence[Locked], python: str, dest: str, index_url: str,
+                       proxy: str | None = None) -> str:
+    """A bash script that fills `dest` on another host with its python3 (this module's own
+    source and the job as JSON on stdin-free heredocs) and prints the report after REPORT_MARK."""
+    import shlex
+
+    job = json.dumps({"lock": [{"name": p.name, "version": p.version, "sha256": list(p.sha256)} for p in lock],
+                      "python": python, "dest": dest, "index_url": index_url})
+    source = Path(__file__).read_text()
+    runner = (f"{source}\n\n"
+              "_job = json.loads(os.environ['GPUCTL_WHEELS_JOB'])\n"
+              "_rep = fill_wheelhouse([LockEntry(e['name'], e['version'], tuple(e['sha256'])) for e in _job['lock']],"
+              " _job['python'], Path(_job['dest']), _job['index_url'])\n"
+              f"print({REPORT_MARK!r} + json.dumps(_rep.as_dict()))\n")
+    proxy_env = f"export http_proxy={shlex.quote(proxy)} https_proxy={shlex.quote(proxy)}; " if proxy else ""
+    return (f"{proxy_env}GPUCTL_WHEELS_JOB={shlex.quote(job)} python3 - <<'GPUCTL_WHEELS_EOF'\n{runner}"
+            "GPUCTL_WHEELS_EOF\n")
+
+
+def parse_remote_report(stdout: str) -> dict[str, Any] | None:
+    """The report `remote_fill_script` printed, or None when it printed none."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(REPORT_MARK):
+            value = json.loads(line[len(REPORT_MARK):])
+            return value if isinstance(value, dict) else None
+    return None
