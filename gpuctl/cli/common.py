@@ -33,8 +33,11 @@ def console(stderr: bool = False) -> Console:
 
 
 def emit_json(obj: Any) -> None:
-    """Print one JSON object on stdout."""
-    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    """Print one JSON object on stdout, secrets redacted (gpuctl.redact: URL userinfo, values
+    under secret keys, known inventory secrets): stdout is captured by CI logs and terminals."""
+    from gpuctl.redact import redact, redact_obj
+
+    click.echo(json.dumps(redact_obj(obj), indent=2, sort_keys=True, default=lambda o: redact(str(o))))
 
 
 def _close_runs(status: str) -> None:

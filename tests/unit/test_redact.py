@@ -136,3 +136,57 @@ def test_fast_path_equals_full_pass_on_the_new_forms() -> None:
     texts.append("x\n  password:\n    - a1\n    - b2\n  y: 1\n" * 3)
     for text in texts:
         assert rd.redact(text) == _full(text), text
+
+
+# -- stdout: `spec` and `plan` (issue 17 item 5) ----------------------------------------------------
+
+REPO_INV = __import__("pathlib").Path(__file__).resolve().parents[2] / "inventories" / "h100-8x4.yaml"
+MIRROR = "https://alice:p@ss:w0rd@mirror.lab/"
+PROXY = "http://px:pr@xy@proxy.lab:3128/"
+
+
+def _secret_inventory(tmp_path):
+    text = REPO_INV.read_text().replace("repos: {mirror: null}",
+                                        f'repos: {{mirror: "{MIRROR}", apt_proxy: "{PROXY}"}}')
+    assert MIRROR in text
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(text)
+    return inv
+
+
+@pytest.mark.parametrize("args", [["--json"], ["--host", "gpu-01", "--json"], []])
+def test_spec_prints_no_secret(tmp_path, args) -> None:
+    from click.testing import CliRunner
+
+    from gpuctl.cli.main import main
+
+    res = CliRunner().invoke(main, ["spec", str(_secret_inventory(tmp_path)), *args])
+    assert res.exit_code == 0, res.output
+    for piece in ("p@ss", "w0rd", "pr@xy"):
+        assert piece not in res.output
+    if "--json" in args:
+        assert "https://alice:[redacted]@mirror.lab/" in res.output  # the rest of the URL is kept
+
+
+def test_plan_output_prints_no_secret(capsys, monkeypatch) -> None:
+    """`plan --json` (operation names and commands) and the plan's terminal listing."""
+    monkeypatch.setenv("COLUMNS", "200")  # one table row per host
+    from gpuctl.cli.provision import _print_changes
+    from gpuctl.runner.engine import HostResult, OpResult
+    from gpuctl.runner.summary import RunSummary
+
+    op = OpResult(f"Send OS packages through the apt proxy {PROXY}", "nvidia_repo", "will change",
+                  commands=[f"apt-get -o Acquire::http::Proxy={PROXY} update", "MYSQL_PWD=sqlpw99 true"])
+    hosts = {"gpu-01": HostResult("gpu-01", "gpu-01", ops=[op]),
+             "gpu-02": HostResult("gpu-02", "gpu-02", status="failed", error=f"curl: (22) {MIRROR}x: 404")}
+    summary = RunSummary("plan", hosts, dry=True)
+    from gpuctl.cli.common import console, emit_json
+
+    emit_json(summary.to_json())
+    _print_changes(summary)
+    console().print(summary.table())
+    out = capsys.readouterr().out
+    assert "apt proxy http://px:[redacted]@proxy.lab:3128/" in out
+    assert "https://alice:[redacted]@mirror.lab/x: 404" in out  # the table's error cell (markup escaped)
+    for piece in ("pr@xy", "sqlpw99", "p@ss", "w0rd"):
+        assert piece not in out
