@@ -162,7 +162,7 @@ def test_spec_prints_no_secret(tmp_path, args) -> None:
 
     res = CliRunner().invoke(main, ["spec", str(_secret_inventory(tmp_path)), *args])
     assert res.exit_code == 0, res.output
-    for piece in ("p@ss", "w0rd", "pr@xy"):
+    for piece in ("p@ss", "@ss:", "w0rd", "pr@xy", "@xy@"):
         assert piece not in res.output
     if "--json" in args:
         assert "https://alice:[redacted]@mirror.lab/" in res.output  # the rest of the URL is kept
@@ -188,5 +188,23 @@ def test_plan_output_prints_no_secret(capsys, monkeypatch) -> None:
     out = capsys.readouterr().out
     assert "apt proxy http://px:[redacted]@proxy.lab:3128/" in out
     assert "https://alice:[redacted]@mirror.lab/x: 404" in out  # the table's error cell (markup escaped)
-    for piece in ("pr@xy", "sqlpw99", "p@ss", "w0rd"):
+    for piece in ("pr@xy", "@xy@", "sqlpw99", "p@ss", "@ss:", "w0rd"):
         assert piece not in out
+
+
+def test_run_record_keeps_no_url_password(tmp_path) -> None:
+    """stages/plan.json and commands.log of a run whose inventory has a mirror and apt_proxy
+    URL with `:`/`@` in the password: nothing of the password is written."""
+    from gpuctl.runrecord import RunRecord
+
+    rec = RunRecord.create("plan", _secret_inventory(tmp_path), root=tmp_path / "runs")
+    rec.raw("gpu-01", "commands.log", f"$ apt-get -o Acquire::http::Proxy={PROXY} update\n"
+                                     f"$ curl -fsSL {MIRROR}compute/cuda/repos/ubuntu2204/x86_64/3bf863cc.pub\n")
+    rec.stage("plan", {"hosts": {"gpu-01": {"changes": [{"operation": f"Add the NVIDIA repository {MIRROR}",
+                                                         "commands": [f"echo {PROXY}"]}]}},
+                       "bmc_password": 12345678, "tokens": ["x"]})
+    rec.finish("ok")
+    text = "\n".join(p.read_text() for p in rec.path.rglob("*") if p.is_file())
+    for piece in ("p@ss", "@ss:", "w0rd", "pr@xy", "@xy@", "12345678"):
+        assert piece not in text
+    assert "alice:[redacted]@mirror.lab/" in text and "px:[redacted]@proxy.lab:3128/" in text
