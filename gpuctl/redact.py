@@ -211,6 +211,12 @@ def secret_key(name: object) -> bool:
     return isinstance(name, str) and bool(_SECRET_KEY.match(name))
 
 
+def holds_secret(text: str) -> bool:
+    """True when `text` holds something `redact` would remove (a file holding one must not be
+    world-readable: gpuctl.operations.write_file)."""
+    return redact(text) != text
+
+
 def redact(text: str) -> str:
     """Remove private keys, credentials and every known secret value from text."""
     if not text:
