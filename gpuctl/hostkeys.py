@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import functools
 import hashlib
 import hmac
 import logging
@@ -85,13 +86,24 @@ class KnownLine:
     marker: str | None  # None, "revoked" or "cert-authority"
     hosts: str
     keytype: str
-    key: paramiko.PKey | None = field(compare=False)
+    keydata: str
+
+    @functools.cached_property
+    def key(self) -> paramiko.PKey | None:
+        """Parsed on first use: only the lines naming a host are (a key parse costs ~50 µs)."""
+        return _parse_key(self.keytype, self.keydata)
 
     @property
     def where(self) -> str:
         return f"{self.path}:{self.lineno}"
 
+    @functools.cached_property
+    def _hashed(self) -> tuple[bytes, bytes] | None:
+        return _hash_parts(self.hosts)
+
     def matches(self, name: str) -> bool:
+        if self.hosts.startswith("|"):  # decoded once per line, not once per name
+            return self._hashed is not None and _hmac_matches(self._hashed, name.lower())
         return host_matches(self.hosts, name)
 
     def describe(self) -> str:
@@ -99,6 +111,7 @@ class KnownLine:
         return f"{what} in {self.where}"
 
 
+@functools.lru_cache(maxsize=4096)
 def _pattern_re(pattern: str) -> re.Pattern[str]:
     """OpenSSH's match_pattern: `*` any run of characters, `?` one character, nothing else
     special (so `[host]:port` is literal, unlike fnmatch)."""
@@ -106,17 +119,20 @@ def _pattern_re(pattern: str) -> re.Pattern[str]:
     return re.compile(body, re.DOTALL)
 
 
-def _hashed_matches(field_: str, name: str) -> bool:
-    """`|1|base64(salt)|base64(HMAC-SHA1(salt, name))`, OpenSSH's HashKnownHosts form."""
+def _hash_parts(field_: str) -> tuple[bytes, bytes] | None:
+    """(salt, HMAC) of `|1|base64(salt)|base64(HMAC-SHA1(salt, name))`, OpenSSH's
+    HashKnownHosts form; None for anything else."""
     parts = field_.split("|")
-    if len(parts) != 4 or parts[1] != "1":
-        return False
+    if len(parts) != 4 or parts[0] or parts[1] != "1":
+        return None
     try:
-        salt = base64.b64decode(parts[2], validate=True)
-        want = base64.b64decode(parts[3], validate=True)
+        return base64.b64decode(parts[2], validate=True), base64.b64decode(parts[3], validate=True)
     except (ValueError, binascii.Error):
-        return False
-    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), want)
+        return None
+
+
+def _hmac_matches(parts: tuple[bytes, bytes], name: str) -> bool:
+    return hmac.compare_digest(hmac.digest(parts[0], name.encode(), "sha1"), parts[1])
 
 
 def host_matches(hosts: str, name: str) -> bool:
@@ -125,7 +141,8 @@ def host_matches(hosts: str, name: str) -> bool:
     `!pattern` excludes the line; names compared case-insensitively."""
     name = name.lower()
     if hosts.startswith("|"):
-        return _hashed_matches(hosts, name)
+        parts = _hash_parts(hosts)
+        return parts is not None and _hmac_matches(parts, name)
     hit = False
     for pattern in hosts.lower().split(","):
         negated = pattern.startswith("!")
@@ -167,7 +184,7 @@ def read_known_hosts(path: str) -> list[KnownLine]:
             fields = fields[1:]
         if len(fields) < 3:
             continue
-        out.append(KnownLine(path, lineno, raw, marker, fields[0], fields[1], _parse_key(fields[1], fields[2])))
+        out.append(KnownLine(path, lineno, raw, marker, fields[0], fields[1], fields[2]))
     return out
 
 
@@ -189,9 +206,9 @@ class Policy:
     def files(self) -> tuple[str, ...]:
         return (self.record, *self.readonly)
 
-    def known(self, name: str, files: Sequence[str] | None = None) -> list[KnownLine]:
-        """Every line of `files` (default: all of this policy's) that names `name`."""
-        return [kl for f in (self.files if files is None else files) for kl in read_known_hosts(f) if kl.matches(name)]
+    def known(self, name: str) -> list[KnownLine]:
+        """Every line of this policy's files that names `name`."""
+        return [kl for f in self.files for kl in read_known_hosts(f) if kl.matches(name)]
 
     def judge(self, name: str, key: paramiko.PKey) -> bool:
         """True when `key` is trusted for `name`, False when nothing is known of `name`;
@@ -241,9 +258,12 @@ class Policy:
         first-use key would be accepted by that client), or a record line that client would
         trust and OpenSSH would not (negated or revoked)."""
         errors: dict[str, str] = {}
-        for name in names:
-            mine = self.known(name, (self.record,))
-            theirs = self.known(name, self.readonly)
+        record = read_known_hosts(self.record)  # each file read once for all the names
+        readonly = [kl for f in self.readonly for kl in read_known_hosts(f)]
+        seen = _paramiko_keys(self.record)
+        for name in dict.fromkeys(names):
+            mine = [kl for kl in record if kl.matches(name)]
+            theirs = [kl for kl in readonly if kl.matches(name)]
             mine_plain = [kl for kl in mine if kl.marker is None]
             theirs_plain = [kl for kl in theirs if kl.marker is None]
             if mine_plain and theirs_plain and not any(
@@ -258,7 +278,8 @@ class Policy:
                 if (kl.marker is None and kl.key is not None and not any(kl.key == r for r in revoked)
                         and not any(kl.key == t for t in trusted)):
                     trusted.append(kl.key)
-            view = _paramiko_view(self.record, name)
+            found = seen.lookup(name)
+            view = list(found.values()) if found is not None else []
             blockers = [kl for kl in lines if kl.marker is not None or kl.key is None]
             if not trusted and not view:
                 if blockers:
@@ -309,14 +330,13 @@ def _line_kind(kl: KnownLine) -> str:
     return f"{kind} ({kl.describe()})"
 
 
-def _paramiko_view(path: str, name: str) -> list[paramiko.PKey]:
-    """The keys a paramiko client that loads `path` (as pyinfra does, tolerating a bad line)
-    trusts for `name`: exact name or hashed matches only."""
+def _paramiko_keys(path: str) -> HostKeys:
+    """`path` as a paramiko client loads it (as pyinfra does, tolerating a bad line): its
+    lookup trusts exact names and hashed matches only."""
     keys = HostKeys()
     with contextlib.suppress(Exception):  # pyinfra's get_host_keys does the same
         keys.load(path)
-    found = keys.lookup(name)
-    return list(found.values()) if found is not None else []
+    return keys
 
 
 @dataclass
