@@ -16,6 +16,7 @@ it occurs. `redact_obj` also blanks string values of secret-named mapping keys.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -193,6 +194,13 @@ _SECRET_KEY = re.compile(rf"(?i)^{_NAME}{_NOT_POINTER}$")
 #: Exact secret values known to this process (inventory/matrix credentials, BMC passwords).
 _KNOWN: set[str] = set()
 _MIN_KNOWN = 4  # shorter values would blank ordinary words
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose every line passes `redact` (terminal and run-record logs)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def add_known(values: Iterable[str]) -> None:

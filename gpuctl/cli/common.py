@@ -83,4 +83,8 @@ def limit_option(func: F) -> F:
 
 def configure_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    from gpuctl.redact import RedactingFormatter
+
+    handler = logging.StreamHandler()  # stderr, secrets redacted like every log gpuctl writes
+    handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])

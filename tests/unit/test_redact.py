@@ -208,3 +208,15 @@ def test_run_record_keeps_no_url_password(tmp_path) -> None:
     for piece in ("p@ss", "@ss:", "w0rd", "pr@xy", "@xy@", "12345678"):
         assert piece not in text
     assert "alice:[redacted]@mirror.lab/" in text and "px:[redacted]@proxy.lab:3128/" in text
+
+
+def test_terminal_log_is_redacted() -> None:
+    """stderr logging (gpuctl's loggers, -v/-vv) passes the redactor like the run record's logs."""
+    import subprocess
+    import sys
+
+    code = ("from gpuctl.cli.common import configure_logging; configure_logging(1); import logging; "
+            "logging.getLogger('gpuctl.t').warning('fetching %s', 'https://alice:p@ss:w0rd@mirror.lab/x')")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "fetching https://alice:[redacted]@mirror.lab/x" in res.stderr, res.stderr
+    assert "w0rd" not in res.stderr and "p@ss" not in res.stderr
