@@ -70,6 +70,7 @@ def fingerprint(key: paramiko.PKey) -> str:
 
 
 _MARKERS = {"@revoked": "revoked", "@cert-authority": "cert-authority"}
+_WARNED: set[tuple[str, int]] = set()
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,9 @@ def read_known_hosts(path: str) -> list[KnownLine]:
         if fields[0].startswith("@"):
             marker = _MARKERS.get(fields[0].lower())
             if marker is None:
-                log.warning("%s:%d: unknown known_hosts marker %s: line ignored", path, lineno, fields[0])
+                if (path, lineno) not in _WARNED:  # once, not once per host looked up
+                    _WARNED.add((path, lineno))
+                    log.warning("%s:%d: unknown known_hosts marker %s: line ignored", path, lineno, fields[0])
                 continue
             fields = fields[1:]
         if len(fields) < 3:

@@ -303,3 +303,16 @@ def test_ssh_targets_stops_before_connecting_on_refused_host(tmp_path, monkeypat
     spec = NodeSpec.model_construct(node="n1", address="10.0.0.1", ssh_port=22, ssh_user="root")
     with pytest.raises(ExecutionError, match=r"10\.0\.0\.1.*@revoked"):
         ssh_targets([spec], SshSettings())
+
+
+def test_unknown_marker_line_is_ignored_with_one_warning(tmp_path, caplog):
+    """OpenSSH skips a line with an unknown @marker; gpuctl does too, and says so once."""
+    k1, k2 = _key(), _key()
+    user = tmp_path / "user_kh"
+    user.write_text(f"@future 10.0.0.1 ssh-rsa {k2.get_base64()}\n# comment\n\n10.0.0.2 ssh-rsa\n")
+    pol = hostkeys.Policy(str(tmp_path / "rec"), (str(user),), strict=True)
+    with caplog.at_level("WARNING", logger="gpuctl.hostkeys"):
+        for _ in range(3):
+            with pytest.raises(paramiko.SSHException, match="strict"):  # nothing known: strict refuses
+                pol.check("10.0.0.1", k1)
+    assert sum("unknown known_hosts marker @future" in r.getMessage() for r in caplog.records) == 1
