@@ -114,6 +114,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\bredis-cli\b[^\n|;&]*?(?<![\w-])-a(?:\s+|(?=[^\s-])))(?!-)" + _VALUE), rf"\1{MARK}"),
     (re.compile(r"(\b(?:docker|podman|nerdctl|buildah|skopeo|helm|oras)\b[^\n|;&]*?\blogin\b[^\n|;&]*?"
                 r"(?<![\w-])-p(?:\s+|(?=[^\s-])))(?!-)" + _VALUE), rf"\1{MARK}"),
+    # ~/.netrc: machine <host> login <user> password <secret> (the words on one line)
+    (re.compile(r"(\b(?:machine|default|login)\b[^\n]*?(?<![\w-])password\s+)(?![\"']?\[)" + _VALUE),
+     rf"\1{MARK}"),
+    # chpasswd input: user:password piped into chpasswd (keep the user)
+    (re.compile(r"((?<![\w.-])[\w.-]+:)[^\s\"':|]+(?=[\"']?\s*\|\s*(?:sudo\s+)?chpasswd\b)"), rf"\1{MARK}"),
     # OpenSSL pass phrase arguments: -passin pass:<secret>
     (re.compile(r"((?<![\w\"':-])pass:)(?=[^\s\"'])" + _VALUE), rf"\1{MARK}"),
     # sshpass -p <password> (its -p is the password; elsewhere -p is a port or a flag)

@@ -34,6 +34,11 @@ LEAKS = [
     ("docker login -u bot -p dockerpw10 registry.lab", "dockerpw10"),
     ("openssl rsa -in k.pem -passin pass:opensslpw11 -out x", "opensslpw11"),
     ('{"auths": {"registry.lab": {"auth": "dXNlcjpkb2NrZXJwdzEy"}}}', "dXNlcjpkb2NrZXJwdzEy"),
+    # ~/.netrc (curl, git, ftp) and chpasswd input
+    ("machine mirror.lab login alice password netrcpw28", "netrcpw28"),
+    ("default login anonymous password netrcpw29 macdef init", "netrcpw29"),
+    ("echo 'alice:chpw30' | chpasswd", "chpw30"),
+    ("printf '%s\\n' bob:chpw31 | sudo chpasswd -e", "chpw31"),
     # values under a secret key whatever their type
     ("password: |\n  blockpw13\n  second line\nuser: x", "blockpw13"),
     ("password: |\n  blockpw13\n  secondline14\nuser: x", "secondline14"),
