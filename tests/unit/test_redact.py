@@ -225,3 +225,17 @@ def test_terminal_log_is_redacted() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "fetching https://alice:[redacted]@mirror.lab/x" in res.stderr, res.stderr
     assert "w0rd" not in res.stderr and "p@ss" not in res.stderr
+
+
+def test_unreadable_credential_source_is_could_not_run_not_a_failure() -> None:
+    """A source holding a credential is root's alone on the node (0600): verifying as a
+    non-root SSH user cannot read it. That is 'could not run' naming the file, not 'no
+    package source names the repository'."""
+    from gpuctl.checks.model import CouldNotRun
+    from tests.unit.checks_support import inventory_spec, probe, role
+
+    spec = inventory_spec("lab")
+    src = "/etc/apt/sources.list.d/gpuctl-nvidia.sources"
+    p = probe(spec, {"tail -n +1": (1, "", f"tail: cannot open '{src}' for reading: Permission denied\n")})
+    with pytest.raises(CouldNotRun, match="Permission denied"):
+        role("nvidia_repo").test_repo_source(None, spec, p)
