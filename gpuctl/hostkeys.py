@@ -107,6 +107,12 @@ class KnownLine:
             return self._hashed is not None and _hmac_matches(self._hashed, name.lower())
         return host_matches(self.hosts, name)
 
+    def exact(self, name: str) -> bool:
+        """Whether paramiko (pyinfra) reads this line as naming `name`: one of the comma
+        list equal to it, or a hashed name of it as given (no patterns, case kept)."""
+        return any(h == name or (h.startswith("|") and (parts := _hash_parts(h)) is not None
+                                 and _hmac_matches(parts, name)) for h in self.hosts.split(","))
+
     def describe(self) -> str:
         what = fingerprint(self.key) if self.key is not None else f"{self.keytype} (a key gpuctl cannot read)"
         return f"{what} in {self.where}"
@@ -299,7 +305,8 @@ class Policy:
                     f"plain entry, but known_hosts does not trust it for {name} (revoked or excluded by "
                     f"a !pattern). Remove that entry with `ssh-keygen -R '{name}' -f {self.record}`.")
                 continue
-            missing = [k for k in trusted if not any(k == v for v in view)]
+            exact = [kl.key for kl in record if kl.marker is None and kl.key is not None and kl.exact(name)]
+            missing = [k for k in trusted if not any(k == v for v in (*view, *exact))]
             if missing:
                 self.append(name, missing)
         return errors

@@ -316,3 +316,18 @@ def test_unknown_marker_line_is_ignored_with_one_warning(tmp_path, caplog):
             with pytest.raises(paramiko.SSHException, match="strict"):  # nothing known: strict refuses
                 pol.check("10.0.0.1", k1)
     assert sum("unknown known_hosts marker @future" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_seed_never_appends_what_the_record_already_holds(tmp_path):
+    """Two keys of one type for a host (a re-keyed host listed twice): paramiko keeps one per
+    type, but both are already exact lines of the record: nothing is appended, run after run."""
+    k1, k2 = _key(), _key()
+    rec = tmp_path / "rec"
+    rec.write_text(f"10.0.0.1 ssh-rsa {k1.get_base64()}\n10.0.0.1 ssh-rsa {k2.get_base64()}\n")
+    user = tmp_path / "user_kh"
+    user.write_text(f"10.0.0.* ssh-rsa {k2.get_base64()}\n")
+    pol = hostkeys.Policy(str(rec), (str(user),), strict=False)
+    before = rec.read_text()
+    for _ in range(2):
+        assert pol.seed(["10.0.0.1"]) == {}
+    assert rec.read_text() == before
