@@ -69,6 +69,11 @@ def fingerprint(key: paramiko.PKey) -> str:
     return f"{key.get_name()} SHA256:{base64.b64encode(digest).decode().rstrip('=')}"
 
 
+# Host key algorithms paramiko's client asks for (paramiko 4.0 Transport._preferred_keys), and
+# those a known_hosts key type is offered under (an RSA key signs with SHA-2 too, RFC 8332).
+_CLIENT_ALGORITHMS = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+                      "rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
+_ALGORITHMS = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")}
 _MARKERS = {"@revoked": "revoked", "@cert-authority": "cert-authority"}
 _WARNED: set[tuple[str, int]] = set()
 
@@ -218,6 +223,17 @@ class Policy:
     def known(self, name: str) -> list[KnownLine]:
         """Every line of this policy's files that names `name`."""
         return [kl for f in self.files for kl in read_known_hosts(f) if kl.matches(name)]
+
+    def disabled_key_algorithms(self, name: str) -> list[str]:
+        """Host key algorithms a client should not ask `name` for: those of no key known_hosts
+        trusts for it, so the server offers a key that can be compared (OpenSSH orders its
+        HostKeyAlgorithms by the known types the same way). Empty when no readable key is
+        known (first use, a certificate authority only)."""
+        types = {kl.keytype for kl in self.known(name) if kl.marker is None and kl.key is not None}
+        if not types:
+            return []
+        allowed = {a for t in types for a in _ALGORITHMS.get(t, (t,))}
+        return [a for a in _CLIENT_ALGORITHMS if a not in allowed]
 
     def judge(self, name: str, key: paramiko.PKey) -> bool:
         """True when `key` is trusted for `name`, False when nothing is known of `name`;

@@ -28,12 +28,12 @@ class _ServerHandle:
     it started are closed and joined by `stop()` (leaked transport threads once hung a later
     test's fork in the same pytest process)."""
 
-    def __init__(self, key: paramiko.PKey) -> None:
+    def __init__(self, key: paramiko.PKey, *more: paramiko.PKey) -> None:
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(4)
         self._sock.settimeout(0.2)
-        self._key = key
+        self._keys = (key, *more)
         self._stop = threading.Event()
         self._transports: list[paramiko.Transport] = []
         self.port: int = self._sock.getsockname()[1]
@@ -48,7 +48,8 @@ class _ServerHandle:
                 continue
             t = paramiko.Transport(conn)
             self._transports.append(t)
-            t.add_server_key(self._key)
+            for k in self._keys:
+                t.add_server_key(k)
             with contextlib.suppress(Exception):
                 t.start_server(server=_Server())
         self._sock.close()
@@ -63,8 +64,8 @@ class _ServerHandle:
 
 
 @contextlib.contextmanager
-def _serve(key: paramiko.PKey) -> Iterator[int]:
-    server = _ServerHandle(key)
+def _serve(key: paramiko.PKey, *more: paramiko.PKey) -> Iterator[int]:
+    server = _ServerHandle(key, *more)
     try:
         yield server.port
     finally:
@@ -331,3 +332,30 @@ def test_seed_never_appends_what_the_record_already_holds(tmp_path):
     for _ in range(2):
         assert pol.seed(["10.0.0.1"]) == {}
     assert rec.read_text() == before
+
+
+def test_verify_asks_for_the_key_type_known_hosts_holds(tmp_path, monkeypatch):
+    """A node with an ECDSA and an RSA host key whose known_hosts entry is the RSA one: the
+    verify client asks for RSA (as OpenSSH orders HostKeyAlgorithms by the known types) and
+    accepts, instead of taking the ECDSA key paramiko prefers and calling it changed."""
+    from gpuctl.checks.paramiko_backend import CheckedParamikoBackend
+
+    k_rsa, k_ec = _key(), paramiko.ECDSAKey.generate()
+    monkeypatch.setenv("GPUCTL_KNOWN_HOSTS", str(tmp_path / "rec"))
+    monkeypatch.setenv("GPUCTL_USER_KNOWN_HOSTS", str(tmp_path / "user_kh"))
+    with _serve(k_rsa, k_ec) as port:
+        (tmp_path / "user_kh").write_text(f"[127.0.0.1]:{port} ssh-rsa {k_rsa.get_base64()}\n")
+        cfg = tmp_path / "ssh_config"
+        cfg.write_text(f"Host n1\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+                       "  StrictHostKeyChecking accept-new\n  ConnectTimeout 5\n")
+        backend = CheckedParamikoBackend("n1", ssh_config=str(cfg))
+        try:
+            _ = backend.client  # connects: raises HostKeyChanged when the ECDSA key is offered
+        except hostkeys.HostKeyRefused:
+            raise
+        except paramiko.SSHException as exc:  # authentication, after the host key check passed
+            assert "authentication" in str(exc).lower()
+        finally:
+            if "client" in backend.__dict__:
+                backend.client.close()
+        assert not (tmp_path / "rec").exists() or k_ec.get_base64() not in (tmp_path / "rec").read_text()
