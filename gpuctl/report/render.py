@@ -19,12 +19,12 @@ from gpuctl.paths import templates_dir
 FORMATS = ("html", "md", "json")
 
 
-# Outside text (tool output, inventory names) in Markdown: HTML-significant characters as
-# entities (renderers pass raw HTML through: `<script>`, `<img onerror=…>`), Markdown syntax that
-# makes links, images or code escaped with a backslash, and no pipe or line break to split a
-# table row.
+# Outside text (tool output, inventory names) in Markdown: `<` and `&` as entities (renderers
+# pass raw HTML through: `<script>`, `<img onerror=…>`; without `<` no tag opens, so `>` stays
+# readable), the `[` that opens a link or an image and the backtick of code escaped with a
+# backslash, and no pipe or line break to split a table row.
 _MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "\n": " ", "\r": " ", "&": "&amp;", "<": "&lt;",
-                             ">": "&gt;", "[": "\\[", "]": "\\]", "`": "\\`"})
+                             "[": "\\[", "`": "\\`"})
 
 
 def _md(value: Any) -> str:

@@ -11,9 +11,10 @@ from tests.unit.test_report_build import NOW, runs  # noqa: F401  (runs: the rep
 
 
 def test_md_filter_escapes_html_links_and_table_breaks() -> None:
-    assert _md("<script>x</script>") == "&lt;script&gt;x&lt;/script&gt;"
+    assert _md("<script>x</script>") == "&lt;script>x&lt;/script>"
+    assert _md(">= 460") == ">= 460"
     assert _md("a & b") == "a &amp; b"
-    assert _md("[t](javascript:x) ![i](u) `c`") == "\\[t\\](javascript:x) !\\[i\\](u) \\`c\\`"
+    assert _md("[t](javascript:x) ![i](u) `c`") == "\\[t](javascript:x) !\\[i](u) \\`c\\`"
     assert _md("a|b\nc\\d") == "a\\|b c\\\\d"
 
 
@@ -26,7 +27,7 @@ def test_markdown_escapes_tool_text(runs: Path) -> None:  # noqa: F811
     data["title"] = "Acceptance report — <b>x</b>"
     md = render(data, "md")
     assert "<script" not in md and "<img" not in md and "<b>" not in md
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
-    assert "[click](" not in md and "![i](" not in md and "\\[click\\](javascript:x)" in md
+    assert "&lt;script>alert(1)&lt;/script>" in md
+    assert " [click](" not in md and "![i](" not in md and " \\[click](javascript:x)" in md
     row = next(ln for ln in md.splitlines() if "alert(1)&lt;/script" in ln)
     assert row.count(" | ") == 7  # eight cells: a|b does not add one
