@@ -239,3 +239,18 @@ def test_unreadable_credential_source_is_could_not_run_not_a_failure() -> None:
     p = probe(spec, {"tail -n +1": (1, "", f"tail: cannot open '{src}' for reading: Permission denied\n")})
     with pytest.raises(CouldNotRun, match="Permission denied"):
         role("nvidia_repo").test_repo_source(None, spec, p)
+
+
+def test_check_failures_carry_no_secret() -> None:
+    """A verify check that names the repository URL (nvidia_repo: 'no package source names
+    <url>') fails with the URL's password removed: the message reaches the terminal table,
+    --json and the report."""
+    from gpuctl.checks.model import CheckFailure, CouldNotRun
+
+    f = CheckFailure(f"no package source names {MIRROR}x", expected=f"a source for {MIRROR}x",
+                     found="MYSQL_PWD=sqlpw77", remediation="reconfigure")
+    c = CouldNotRun(f"curl: (7) {PROXY}: refused")
+    text = " ".join([*f.fields().values(), str(f), *c.fields().values(), str(c)])
+    for piece in ("p@ss", "@ss:", "w0rd", "sqlpw77", "pr@xy", "@xy@"):
+        assert piece not in text
+    assert "alice:[redacted]@mirror.lab/x" in f.message
