@@ -49,7 +49,7 @@ def _close_runs(status: str) -> None:
 
 
 def handle_errors(func: F) -> F:
-    """Translate GpuctlError into a message on stderr and its exit code."""
+    """Translate GpuctlError into a message on stderr (secrets redacted) and its exit code."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -57,7 +57,9 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except GpuctlError as exc:
             _close_runs("error")
-            click.echo(f"error: {exc}", err=True)
+            from gpuctl.redact import redact
+
+            click.echo(f"error: {redact(str(exc))}", err=True)  # an error may quote a URL with its password
             sys.exit(int(exc.exit_code))
         except KeyboardInterrupt:
             _close_runs("interrupted")

@@ -254,3 +254,19 @@ def test_check_failures_carry_no_secret() -> None:
     for piece in ("p@ss", "@ss:", "w0rd", "sqlpw77", "pr@xy", "@xy@"):
         assert piece not in text
     assert "alice:[redacted]@mirror.lab/x" in f.message
+
+
+@pytest.mark.parametrize("url", ["https://alice:s3cr3t$pw@mirror.lab/", "ftp://alice:s3cr3tpw@mirror.lab/"])
+def test_input_errors_name_the_field_not_its_password(tmp_path, url) -> None:
+    """A refused URL is quoted back in the error (file:line, field, value): without its password."""
+    from click.testing import CliRunner
+
+    from gpuctl.cli.main import main
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(REPO_INV.read_text().replace("repos: {mirror: null}", f'repos: {{mirror: "{url}"}}'))
+    for args in (["inventory", "validate", str(inv)], ["spec", str(inv)]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2, res.output
+        assert "repos.mirror" in res.output and "alice:[redacted]@mirror.lab" in res.output
+        assert "s3cr3t" not in res.output
