@@ -30,6 +30,7 @@ from gpuctl.facts.packages import PackageSnapshot, normalize_evr
 from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
 from gpuctl.matrix import Package
 from gpuctl.paths import templates_dir
+from gpuctl.redact import holds_secret
 
 log = logging.getLogger(__name__)
 
@@ -208,11 +209,15 @@ def dnf_module_enable(module: str, stream: str, enabled_streams: dict[str, str])
 def write_file(path: str, content: str | None, states: dict[str, FileState], mode: str = "644",
                skip_reason: str = ""):
     """Make `path` hold exactly `content` with `mode` (root-owned), or be absent if
-    content is None. Decided from the role's `FileStates` snapshot. A `skip_reason`
-    makes it a reported no-op (the operation stays in every host's sequence)."""
+    content is None. Content that holds a secret (`gpuctl.redact.holds_secret`: a mirror or
+    proxy URL with a password, a token) makes the file root's alone: group and other bits of
+    `mode` dropped (0644 -> 0600). Decided from the role's `FileStates` snapshot. A
+    `skip_reason` makes it a reported no-op (the operation stays in every host's sequence)."""
     if skip_reason:
         host.noop(skip_reason)
         return
+    if content is not None and holds_secret(content):
+        mode = f"{int(mode, 8) & 0o700:o}"
     cur = states.get(path)
     if content is None:
         if cur is not None and cur.exists:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gpuctl.redact import redact
 from gpuctl.remediation import Remediation
 
 __all__ = [
@@ -36,11 +37,13 @@ class HostStatus(StrEnum):
 
 
 def _text(value: Any) -> str:
+    """A field as text, secrets redacted (a message may name a repository URL with its
+    password; every field reaches the terminal, --json and the report)."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return redact(str(value))
 
 
 class CheckFailure(AssertionError):
@@ -52,7 +55,7 @@ class CheckFailure(AssertionError):
         self.found = _text(found)
         self.remediation = Remediation(remediation)
         self.subject = subject
-        self.message = message
+        self.message = message = _text(message)
         super().__init__(f"{message} (expected: {self.expected}; found: {self.found}; "
                          f"remediation: {self.remediation.value})")
 
@@ -65,7 +68,7 @@ class CouldNotRun(Exception):
     """The check could not be made: SSH failure, a missing command, unreadable output."""
 
     def __init__(self, message: str, remediation: Remediation = Remediation.RERUN) -> None:
-        self.message = message
+        self.message = message = _text(message)
         self.remediation = Remediation(remediation)
         super().__init__(message)
 

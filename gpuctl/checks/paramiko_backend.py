@@ -105,15 +105,19 @@ class CheckedParamikoBackend(ParamikoBackend):
         client = paramiko.SSHClient()
         # No keys loaded: paramiko hands every offered key to the shared gpuctl policy
         # (gpuctl.hostkeys), which accepts known keys, records new ones and refuses changed ones.
-        client.set_missing_host_key_policy(
-            hostkeys.Policy.for_inventory(known_hosts, strict == "yes").paramiko_policy())
+        policy = hostkeys.Policy.for_inventory(known_hosts, strict == "yes")
+        client.set_missing_host_key_policy(policy.paramiko_policy())
+        # ask for the key types known_hosts holds for the host (as OpenSSH does), else the
+        # server's other key (the type paramiko prefers) would be judged a changed key
+        disabled = policy.disabled_key_algorithms(hostkeys.host_name(hostname, port))
         key = _first(cfg.get("identityfile"))
         timeout = float(cfg.get("connecttimeout", self.timeout))
         try:
             client.connect(hostname=hostname, port=port, username=self.host.user or cfg.get("user"),
                            key_filename=os.path.expanduser(key) if key else None,
                            look_for_keys=key is None, allow_agent=key is None,
-                           timeout=timeout, banner_timeout=timeout, auth_timeout=timeout)
+                           timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
+                           disabled_algorithms={"keys": disabled} if disabled else None)
         except BaseException:
             # paramiko leaves the transport thread of a refused connection (a changed host
             # key, failed auth) running; one per retry and host adds up over a cluster.

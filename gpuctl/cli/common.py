@@ -33,8 +33,11 @@ def console(stderr: bool = False) -> Console:
 
 
 def emit_json(obj: Any) -> None:
-    """Print one JSON object on stdout."""
-    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    """Print one JSON object on stdout, secrets redacted (gpuctl.redact: URL userinfo, values
+    under secret keys, known inventory secrets): stdout is captured by CI logs and terminals."""
+    from gpuctl.redact import redact, redact_obj
+
+    click.echo(json.dumps(redact_obj(obj), indent=2, sort_keys=True, default=lambda o: redact(str(o))))
 
 
 def _close_runs(status: str) -> None:
@@ -46,7 +49,7 @@ def _close_runs(status: str) -> None:
 
 
 def handle_errors(func: F) -> F:
-    """Translate GpuctlError into a message on stderr and its exit code."""
+    """Translate GpuctlError into a message on stderr (secrets redacted) and its exit code."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -54,7 +57,9 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except GpuctlError as exc:
             _close_runs("error")
-            click.echo(f"error: {exc}", err=True)
+            from gpuctl.redact import redact
+
+            click.echo(f"error: {redact(str(exc))}", err=True)  # an error may quote a URL with its password
             sys.exit(int(exc.exit_code))
         except KeyboardInterrupt:
             _close_runs("interrupted")
@@ -80,4 +85,8 @@ def limit_option(func: F) -> F:
 
 def configure_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    from gpuctl.redact import RedactingFormatter
+
+    handler = logging.StreamHandler()  # stderr, secrets redacted like every log gpuctl writes
+    handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])

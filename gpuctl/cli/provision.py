@@ -14,6 +14,7 @@ import click
 
 from gpuctl.cli.common import console, emit_json, handle_errors, json_option, limit_option
 from gpuctl.errors import ExitCode, InputError
+from gpuctl.redact import redact
 
 ROLES_HELP = "Comma-separated roles (repeatable); see ROLE_ORDER in gpuctl.spec."
 
@@ -65,7 +66,7 @@ def _print_changes(summary) -> None:  # type: ignore[no-untyped-def]
         out.print(f"{head}: {len(key)} operation(s) would change", markup=False, highlight=False)
         for status, name in key:
             mark = "~" if status == "may change" else "+"
-            out.print(f"  {mark} {name}" + (" (decided at run time)" if mark == "~" else ""),
+            out.print(f"  {mark} {redact(name)}" + (" (decided at run time)" if mark == "~" else ""),
                       markup=False, highlight=False)
 
 

@@ -9,6 +9,7 @@ from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
 from gpuctl.matrix import OS_FAMILIES
+from gpuctl.redact import known_from_files
 from gpuctl.spec import resolve
 
 _OS_BY_FAMILY = {"ubuntu2204": "ubuntu-22.04", "ubuntu2404": "ubuntu-24.04", "debian12": "debian-12",
@@ -24,6 +25,7 @@ _OS_BY_FAMILY = {"ubuntu2204": "ubuntu-22.04", "ubuntu2404": "ubuntu-24.04", "de
 def spec(inventory: str, host: str | None, os_family: str | None, as_json: bool) -> None:
     """Resolve INVENTORY + matrix + SKU into one NodeSpec per node and print it."""
     loaded = load_inventory(inventory)
+    known_from_files((inventory,))  # its secrets are redacted from what is printed (emit_json)
     if os_family:
         cluster = loaded.inventory.cluster.model_copy(update={"os": _OS_BY_FAMILY[os_family]})
         loaded.inventory = loaded.inventory.model_copy(update={"cluster": cluster})

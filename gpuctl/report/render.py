@@ -19,9 +19,17 @@ from gpuctl.paths import templates_dir
 FORMATS = ("html", "md", "json")
 
 
+# Outside text (tool output, inventory names) in Markdown: `<` and `&` as entities (renderers
+# pass raw HTML through: `<script>`, `<img onerror=…>`; without `<` no tag opens, so `>` stays
+# readable), the `[` that opens a link or an image and the backtick of code escaped with a
+# backslash, and no pipe or line break to split a table row.
+_MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "\n": " ", "\r": " ", "&": "&amp;", "<": "&lt;",
+                             "[": "\\[", "`": "\\`"})
+
+
 def _md(value: Any) -> str:
-    """A Markdown table cell: no pipes or newlines break the table."""
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Outside text as one line of Markdown text (a table cell, a list item, a heading)."""
+    return str(value).translate(_MD_ESCAPES)
 
 
 def _env(autoescape: bool) -> jinja2.Environment:

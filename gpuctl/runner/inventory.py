@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuctl import hostkeys
 from gpuctl.deploy_context import OPTIONS_KEY, SPEC_KEY, RunOptions
+from gpuctl.errors import ExecutionError
 from gpuctl.inventory import LoadedInventory
 from gpuctl.spec import NodeSpec
 
@@ -110,11 +111,14 @@ def host_key_policy(ssh: SshSettings) -> hostkeys.Policy:
 def ssh_targets(specs: Sequence[NodeSpec], ssh: SshSettings) -> list[Target]:
     """One pyinfra host per node: SSH, or pyinfra's local connector for the node whose
     address is `@local` (the machine gpuctl runs on — the hardware tier). The user's
-    known_hosts entries for these nodes are copied into gpuctl's file (pyinfra reads one);
-    a node whose files disagree is logged and left to pyinfra to refuse."""
+    known_hosts entries for these nodes are written into the file pyinfra reads, as exact
+    lines (`hostkeys.Policy.seed`); a node that file could not describe safely (files that
+    disagree, a revoked key, a certificate authority only) stops the run before any
+    connection (ExecutionError)."""
     remote = [s for s in specs if s.address != LOCAL_ADDRESS]
-    for err in host_key_policy(ssh).seed(hostkeys.host_name(s.address, s.ssh_port) for s in remote).values():
-        log.error("%s", err)
+    errors = host_key_policy(ssh).seed(hostkeys.host_name(s.address, s.ssh_port) for s in remote)
+    if errors:
+        raise ExecutionError("host keys refused before connecting:\n" + "\n".join(f"  {e}" for e in errors.values()))
     return [Target(name=LOCAL_ADDRESS, spec=s, data={}) if s.address == LOCAL_ADDRESS
             else Target(name=s.node, spec=s, data=ssh_host_data(s, ssh)) for s in specs]
 

@@ -16,15 +16,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpuctl.redact import redact
+from gpuctl.redact import RedactingFormatter, redact  # noqa: F401  (redact: the one redactor, tested)
 
 #: Loggers of the execution engines (pyinfra) and the SSH library under it and under verify.
 ENGINE_LOGGERS: tuple[str, ...] = ("pyinfra", "paramiko")
-
-
-class _RedactingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
 
 
 @contextlib.contextmanager
@@ -38,7 +33,7 @@ def engine_logs_to(path: Path | None) -> Iterator[None]:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         os.chmod(path, 0o600)  # a run record's files are private whatever the umask
         handler = logging.FileHandler(path, encoding="utf-8")
-        handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     handler.setLevel(logging.INFO)
     saved = {name: logging.getLogger(name) for name in ENGINE_LOGGERS}
     before = {name: (lg.propagate, lg.level, list(lg.handlers)) for name, lg in saved.items()}

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from gpuctl.errors import ExitCode
+from gpuctl.redact import redact
 from gpuctl.runner.engine import HostResult
 from gpuctl.runner.roles import RoleChoice
 
@@ -100,7 +102,7 @@ class RunSummary:
                 counts = [str(h.count("will change")), str(h.count("may change")), str(h.count("no change"))]
             else:
                 counts = [str(h.changed), str(h.unchanged), str(h.failed), "yes" if h.rebooted else "no"]
-            t.add_row(n, status, *counts, f"{h.seconds:.1f}s", h.error)
+            t.add_row(n, status, *counts, f"{h.seconds:.1f}s", escape(redact(h.error)))
         return t
 
     def skipped_roles_lines(self) -> list[str]:

@@ -26,14 +26,15 @@ from typing import Any
 import jinja2
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, deploy, operation
-from pyinfra.facts.files import Sha256File
 from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
 from gpuctl.deploy_context import node_spec
+from gpuctl.facts.system import FileState, FileStates
 from gpuctl.mirror import user_ports
 from gpuctl.operations import role_knobs
 from gpuctl.paths import templates_dir
+from gpuctl.redact import holds_secret
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,27 @@ def install_cache_packages(packages: list[str], installed: list[str], proxy: str
            f"apt-get{via} install -y -q --no-install-recommends {' '.join(shlex.quote(p) for p in missing)}")
 
 
+# apt-cacher-ng's service runs as this user and group (upstream systemd/apt-cacher-ng.service.in:
+# User=apt-cacher-ng, Group=apt-cacher-ng): a drop-in holding the upstream proxy's password is
+# readable by that group only.
+ACNG_GROUP = "apt-cacher-ng"
+
+
 @operation()
-def put_text(path: str, content: str, current_sha256: str | None):
-    if current_sha256 == hashlib.sha256(content.encode()).hexdigest():
-        host.noop(f"{path} is up to date")
+def put_text(path: str, content: str, current: FileState | None):
+    """`path` holds `content`, 0644 root:root, or 0640 root:apt-cacher-ng when it holds a
+    secret (`gpuctl.redact.holds_secret`); a file with the right content and another mode is
+    only chmodded."""
+    owner, mode = (f"root:{ACNG_GROUP}", "640") if holds_secret(content) else ("root:root", "644")
+    set_mode = f"chown {owner} {shlex.quote(path)} && chmod {mode} {shlex.quote(path)}"
+    if current is not None and current.sha256 == hashlib.sha256(content.encode()).hexdigest():
+        if current.mode == mode:
+            host.noop(f"{path} is up to date")
+        else:
+            yield set_mode
         return
     yield FileUploadCommand(StringIO(content), path)
-    yield f"chmod 0644 {shlex.quote(path)}"
+    yield set_mode
 
 
 @deploy("package_mirror")
@@ -88,7 +103,7 @@ def install() -> None:
                        cache_dir=k["package_mirror_cache_dir"], expire_days=int(k["package_mirror_expire_days"]),
                        user_ports=ports, upstream_proxy=spec.repo.apt_proxy)
     changed = put_text(name=f"Configure apt-cacher-ng on port {k['package_mirror_port']} ({path})", path=path,
-                       content=conf, current_sha256=host.get_fact(Sha256File, path=path))
+                       content=conf, current=host.get_fact(FileStates, paths=(path,)).get(path))
     service = str(k["package_mirror_service"])
     systemd.service(name=f"Run {service}", service=service, running=True, enabled=True)
     systemd.service(name=f"Restart {service} after its configuration changed", service=service, restarted=True,

@@ -70,7 +70,7 @@ def test_converged_cache_host_changes_nothing(fake):
     digest = hashlib.sha256(conf.encode()).hexdigest()
     run = fake.run(load_delivery_role("package_mirror").install, [spec], responses={
         "dpkg-query -W": "apt-cacher-ng install ok installed",
-        re.compile(r"sha256sum .*gpuctl\.conf"): f"{digest}  {CONF}",
+        re.compile(r"for f in .*gpuctl\.conf"): f"{digest} 644 {CONF}",  # FileStates: sha256, mode, path
         "--property SubState": ["Id=apt-cacher-ng.service", "SubState=running"],
         "--property UnitFileState": ["Id=apt-cacher-ng.service", "UnitFileState=enabled"],
     })

@@ -109,10 +109,15 @@ def test_verify_bundle_catches_tampering(tmp_path):
 def test_unredactable_key_material_is_left_out(tmp_path):
     root = tmp_path / "runs"
     rec = make_run(root, tmp_path)
+    # binary (not UTF-8) data holding key material cannot be redacted: left out
+    (rec.path / "raw" / "gpu-01" / "half.bin").write_bytes(b"\xff\xfe-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n")
+    # a text key without its END line (a truncated output) is redacted (issue 17 item 5) and kept
     (rec.path / "raw" / "gpu-01" / "half.txt").write_text("output\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n")
     out = make_bundle([rec], tmp_path / "b.tar.gz", runs_root=root, now=NOW)
-    assert f"runs/{rec.id}/raw/gpu-01/half.txt" not in members(out.path)
+    files = members(out.path)
+    assert f"runs/{rec.id}/raw/gpu-01/half.bin" not in files
     assert any("could not be redacted" in e["reason"] for e in out.excluded)
+    assert b"MIIEow" not in files[f"runs/{rec.id}/raw/gpu-01/half.txt"]
     assert verify_bundle(out.path) == []
 
 
