@@ -139,7 +139,7 @@ def serve_wheels(k: dict[str, Any]) -> None:
         "gpuctl-wheels.service.j2").render(port=port, bind_address=k["package_mirror_bind_address"],
                                            directory=directory)
     changed = put_text(name=f"Write {WHEELS_UNIT} (port {port})", path=WHEELS_UNIT, content=unit,
-                       current_sha256=host.get_fact(Sha256File, path=WHEELS_UNIT))
+                       current=host.get_fact(FileStates, paths=(WHEELS_UNIT,)).get(WHEELS_UNIT))
     systemd.daemon_reload(name="Reload systemd units", _if=changed.did_change)
     systemd.service(name="Run gpuctl-wheels", service="gpuctl-wheels", running=True, enabled=True)
     systemd.service(name="Restart gpuctl-wheels after its unit changed", service="gpuctl-wheels", restarted=True,
