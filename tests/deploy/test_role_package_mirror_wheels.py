@@ -34,8 +34,8 @@ def test_converged_wheelhouse_changes_nothing(fake):
     conf, unit = (hashlib.sha256(first.files[p].encode()).hexdigest() for p in (CONF, UNIT))
     h = fake.run(load_delivery_role("package_mirror").install, [spec], responses={
         "dpkg-query -W": "apt-cacher-ng install ok installed",
-        re.compile(r"sha256sum .*gpuctl\.conf"): f"{conf}  {CONF}",
-        re.compile(r"sha256sum .*gpuctl-wheels\.service"): f"{unit}  {UNIT}",
+        re.compile(r"for f in .*gpuctl\.conf"): f"{conf} 644 {CONF}",  # FileStates: sha256, mode, path
+        re.compile(r"for f in .*gpuctl-wheels\.service"): f"{unit} 644 {UNIT}",
         ": gpuctl-fact commands;": ["/var/cache/gpuctl-wheels/simple=/var/cache/gpuctl-wheels/simple",
                                     "/usr/bin/python3=/usr/bin/python3"],
         "--property SubState": ["Id=apt-cacher-ng.service", "SubState=running", "Id=gpuctl-wheels.service",
