@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import os
 import re
 import sys
@@ -27,6 +26,7 @@ from gpuctl import __version__
 from gpuctl import redact as _redact
 from gpuctl import runlock as _runlock
 from gpuctl.errors import InputError
+from gpuctl.fileio import dumps_json, load_json, read_bytes
 
 redact = _redact.redact
 _redact_obj = _redact.redact_obj
@@ -72,12 +72,9 @@ def write_private(target: Path, data: str, *, append: bool = False) -> None:
 
 def _load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: corrupt run record (not valid JSON: {exc}); "
-                         "remove or repair the file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        return load_json(path, what="run record")
+    except InputError as exc:
+        raise InputError(f"{exc}; corrupt run record: remove or repair the file") from None
 
 
 def runs_root() -> Path:
@@ -85,7 +82,7 @@ def runs_root() -> Path:
 
 
 def sha256_file(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
 def now_iso() -> str:
@@ -204,7 +201,7 @@ class RunRecord:
         target = self.path / rel
         private_dir(target.parent)
         tmp = target.with_suffix(target.suffix + ".tmp")
-        write_private(tmp, json.dumps(_redact_obj(obj), indent=2, sort_keys=True, default=str) + "\n")
+        write_private(tmp, dumps_json(_redact_obj(obj)) + "\n")
         tmp.replace(target)
         return target
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import sys
@@ -34,7 +33,9 @@ def console(stderr: bool = False) -> Console:
 
 def emit_json(obj: Any) -> None:
     """Print one JSON object on stdout."""
-    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    from gpuctl.fileio import dumps_json
+
+    click.echo(dumps_json(obj))
 
 
 def _close_runs(status: str) -> None:

@@ -335,7 +335,7 @@ def test_oversized_or_endless_input_is_refused_before_reading_it_all(tmp_path: P
     with pytest.raises(InputError, match=r"big\.yaml: over \d+ bytes"):
         load_yaml(big)
     start = time.monotonic()
-    with pytest.raises(InputError, match=r"/dev/zero: over \d+ bytes"):
+    with pytest.raises(InputError, match=r"/dev/zero: is a device, not a regular file"):
         load_yaml("/dev/zero")
     assert time.monotonic() - start < 5
     with pytest.raises(InputError, match="is a directory"):

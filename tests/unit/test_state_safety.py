@@ -1,0 +1,199 @@
+"""Issue 17, part B (items 3, 6, 7 and 8): every file gpuctl reads goes through one
+bounded reader (regular files only, size bound, read once, file:line on every parse
+error); huge YAML 1.1 ints and non-finite numbers are refused; the one JSON writer never
+prints NaN/Infinity; locks are keyed by the cluster's identity in one state folder that
+does not depend on the current folder; run folders never follow or chmod what they did
+not create; SIGTERM/SIGHUP finish run.json; turnkey, rebuild and handover need consent;
+`lab down` refuses another checkout's lab."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuctl.errors import InputError
+from gpuctl.runrecord import RunRecord
+from gpuctl.yamlsrc import load_yaml, parse_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_INVENTORY = REPO / "tests" / "data" / "inventories" / "lab-placeholder.yaml"
+
+
+def _gpuctl(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 60, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """gpuctl as a user runs it (a subprocess: a hang is a timeout here, not a stuck suite)."""
+    return subprocess.run([sys.executable, "-m", "gpuctl", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+                          timeout=timeout, input=stdin if stdin is not None else "")
+
+
+# ------------------------------------------------------------------ item 6: numbers in YAML
+
+@pytest.mark.parametrize("value", [
+    "0x" + "F" * 5000,                   # hex
+    "0b" + "1" * 20000,                  # binary
+    "0" + "7" * 5000,                    # octal (YAML 1.1 reads 0777 as octal)
+    ":".join(["59"] * 3000),             # sexagesimal 59:59:…
+    "1_" + "0_" * 3000 + "0",            # separators
+    "1." + "5" * 5000,                   # float
+])
+def test_huge_yaml_11_numbers_are_refused_with_their_line(value: str) -> None:
+    text = f"cluster:\n  name: x\nport: {value}\n"
+    with pytest.raises(InputError, match=r"inv\.yaml:3: a number is too long"):
+        parse_yaml(text, "inv.yaml")
+
+
+@pytest.mark.parametrize("value", [".nan", ".NaN", ".inf", "-.inf", "+.Inf", "1.0e+999"])
+def test_non_finite_numbers_are_refused_with_file_line_field(value: str) -> None:
+    text = f"thresholds:\n  busbw:\n    min: {value}\n"
+    with pytest.raises(InputError) as exc:
+        parse_yaml(text, "m.yaml")
+    assert "m.yaml:3: thresholds.busbw.min" in str(exc.value) and "finite" in str(exc.value)
+
+
+def test_ordinary_numbers_still_read() -> None:
+    data, _ = parse_yaml("a: 0x1F\nb: 1:30\nc: 1.5\nd: 12345678901234567890\ne: '.nan'\n", "ok.yaml")
+    assert data == {"a": 31, "b": 90, "c": 1.5, "d": 12345678901234567890, "e": ".nan"}
+
+
+def test_huge_hex_port_in_an_inventory_cli_exit_2(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(LAB_INVENTORY.read_text().replace("cluster:", "x_port: 0x" + "F" * 5000 + "\ncluster:", 1))
+    res = _gpuctl("inventory", "validate", str(inv))
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "inv.yaml:" in res.stderr and "number is too long" in res.stderr
+
+
+# ------------------------------------------------------------------ item 6: regular files only
+
+def test_fifo_inventory_does_not_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "inv.yaml"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    res = _gpuctl("inventory", "validate", str(fifo), timeout=30)  # before: blocked for ever in open()
+    assert time.monotonic() - start < 30
+    assert res.returncode == 2, res.stderr
+    assert f"{fifo}: is a FIFO, not a regular file" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_inventory_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text kept (and hashed into the run record) is the text validated: one open."""
+    from gpuctl.inventory import load_inventory
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(LAB_INVENTORY.read_text())
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(path, *a, **kw):  # type: ignore[no-untyped-def]
+        if str(path) == str(inv):
+            opened.append(str(path))
+        return real_open(path, *a, **kw)
+
+    real_path_open = Path.open
+
+    def counting_path_open(self, *a, **kw):  # type: ignore[no-untyped-def]
+        if str(self) == str(inv):
+            opened.append(str(self))
+        return real_path_open(self, *a, **kw)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    monkeypatch.setattr(Path, "open", counting_path_open)
+    loaded = load_inventory(inv)
+    assert len(opened) == 1, opened
+    assert loaded.text == LAB_INVENTORY.read_text()
+
+
+# ------------------------------------------------------------------ item 6: the version lock file
+
+@pytest.mark.parametrize(("name", "raw", "needle"), [
+    ("deep", b"lock_version: 1\nnodes: " + b"[" * 10000 + b"]" * 10000 + b"\n", "deep"),
+    ("latin1", b"lock_version: 1\n# caf\xe9\n", "deep.lock.yaml:2: not UTF-8"),
+    ("hugeint", b"lock_version: 0x" + b"F" * 5000 + b"\n", ":1: a number is too long"),
+    ("nan", b"lock_version: .nan\n", ":1: lock_version"),
+])
+def test_hostile_version_lock_files_exit_2(tmp_path: Path, name: str, raw: bytes, needle: str) -> None:
+    from gpuctl.lock import load_lock
+    path = tmp_path / ("deep.lock.yaml" if name == "latin1" else f"{name}.lock.yaml")
+    path.write_bytes(raw)
+    with pytest.raises(InputError) as exc:
+        load_lock(path)
+    assert str(path) in str(exc.value)
+    assert needle.replace("deep.lock.yaml", str(path)) in str(exc.value)
+
+
+# ------------------------------------------------------------------ item 6: Packages.gz
+
+def _lab_specs():  # type: ignore[no-untyped-def]
+    from gpuctl.inventory import load_inventory_text
+    from gpuctl.paths import inventories_dir
+    from gpuctl.spec import resolve
+    return resolve(load_inventory_text(LAB_INVENTORY.read_text(), "inv.yaml", inventories_dir()))
+
+
+@pytest.mark.parametrize(("name", "make", "needle"), [
+    ("corrupt", lambda good: b"\x1f\x8b\x08\x00" + b"\xff" * 64, "corrupt gzip data"),
+    ("truncated", lambda good: good[: len(good) // 2], "truncated gzip data"),
+    ("notgzip", lambda good: b"Package: x\n", "corrupt gzip data"),
+])
+def test_corrupt_or_truncated_packages_gz(tmp_path: Path, name: str, make, needle: str) -> None:  # type: ignore[no-untyped-def]
+    from gpuctl.mirror import fetch_index
+    good = gzip.compress(("".join(f"Package: p{i}\nVersion: 1.{i}\n\n" for i in range(2000))).encode())
+    (tmp_path / "Packages.gz").write_bytes(make(good))
+    with pytest.raises(InputError) as exc:
+        fetch_index(tmp_path.as_uri())
+    assert "Packages.gz" in str(exc.value) and needle in str(exc.value)
+
+
+def test_gzip_bomb_is_bounded() -> None:
+    from gpuctl.fileio import gunzip
+    bomb = gzip.compress(b"\0" * (4 * 2**20))
+    with pytest.raises(InputError, match="decompresses to over"):
+        gunzip(bomb, "Packages.gz", limit=2**20)
+    assert gunzip(gzip.compress(b"abc"), "x") == b"abc"
+
+
+# ------------------------------------------------------------------ item 6/7: run records
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ('{"id": "x", "status": NaN}', "NaN is not a number JSON allows"),
+    ('{"id": "x", "figure": Infinity}', "Infinity is not a number JSON allows"),
+    ("[" * 100000 + "]" * 100000, "nested too deep"),
+    ('{"id": "x",\n "status": }', "run.json:2: not valid JSON"),
+])
+def test_hostile_run_json_is_an_input_error(tmp_path: Path, body: str, needle: str) -> None:
+    rec = RunRecord.create("plan", root=tmp_path / "runs")
+    (rec.path / "run.json").write_text(body)
+    with pytest.raises(InputError) as exc:
+        rec.meta()
+    assert str(rec.path / "run.json") in str(exc.value) and needle in str(exc.value)
+
+
+def test_the_json_writer_never_prints_nan_or_infinity(tmp_path: Path) -> None:
+    from gpuctl.cli.common import emit_json
+    from gpuctl.fileio import dumps_json
+    data = {"busbw": math.inf, "x": [math.nan, -math.inf, 1.5], "ok": 2}
+    assert json.loads(dumps_json(data), parse_constant=lambda c: pytest.fail(c)) == \
+        {"busbw": None, "x": [None, None, 1.5], "ok": 2}
+    rec = RunRecord.create("plan", root=tmp_path / "runs")
+    rec.stage("bench", data)
+    text = (rec.path / "stages" / "bench.json").read_text()
+    assert "Infinity" not in text and "NaN" not in text
+    runner = CliRunner()
+    import click
+
+    @click.command()
+    def cmd() -> None:
+        emit_json(data)
+
+    out = runner.invoke(cmd).output
+    assert "Infinity" not in out and "NaN" not in out
+    json.loads(out)
