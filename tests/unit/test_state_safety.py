@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from gpuctl.errors import InputError
 from gpuctl.runrecord import RunRecord
-from gpuctl.yamlsrc import load_yaml, parse_yaml
+from gpuctl.yamlsrc import parse_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_INVENTORY = REPO / "tests" / "data" / "inventories" / "lab-placeholder.yaml"
