@@ -160,3 +160,70 @@ def finite_only(obj: Any) -> Any:
 def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
     """The one JSON writer: sorted keys, str() for unknown types, non-finite floats as null."""
     return json.dumps(finite_only(obj), indent=indent, sort_keys=True, default=str, allow_nan=False)
+
+
+# ------------------------------------------------------------------ private folders and files
+
+def _fchmod_nofollow(path: str | Path, mode: int) -> None:
+    """chmod the folder we just made, opened without following a symlink (a folder swapped
+    for a symlink between mkdir and chmod is refused, its target never changed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(f"{path}: the folder just created is gone or was replaced ({exc.strerror})") from None
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def private_dir(path: str | Path) -> None:
+    """mkdir -p where every folder it creates is 0700 whatever the umask; folders that
+    already exist (or symlinks to folders) are used as they are, never chmodded.
+    InputError when `path` or a parent exists and is not a folder."""
+    p = Path(path)
+    missing = []
+    while not os.path.lexists(p):
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            continue  # made meanwhile by another process: used as it is
+        except NotADirectoryError:
+            raise InputError(f"{path}: a part of this path is a file, not a folder") from None
+        except OSError as exc:
+            raise InputError(f"{d}: cannot create the folder: {exc.strerror}") from None
+        _fchmod_nofollow(d, 0o700)
+    if not Path(path).is_dir():
+        raise InputError(f"{path}: exists and is not a folder")
+
+
+def new_private_dir(path: str | Path) -> None:
+    """Create one new folder 0700 (FileExistsError if the name is taken: mkdir is the claim)."""
+    os.mkdir(path, 0o700)
+    _fchmod_nofollow(path, 0o700)
+
+
+def write_private(target: str | Path, data: str, *, append: bool = False) -> None:
+    """Write a file with mode 0600 whatever the umask; a symlink at `target` is refused."""
+    mode = os.O_APPEND if append else os.O_TRUNC
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | mode | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{target}: is a symbolic link; refusing to write through it") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise InputError(f"{target}: not a plain file of its own (a device, FIFO or hard link); "
+                             "refusing to write it")
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
+            fh.write(data)
+    finally:
+        os.close(fd)

@@ -99,13 +99,13 @@ def run_turnkey(
     void_reason = None
     if resume:
         record = RunRecord.open(resume)
-        record.claim("turnkey", loaded.path)  # one run per inventory, resumed or not
+        record.claim("turnkey", loaded.path, loaded.inventory.cluster.name)  # one run per cluster, resumed or not
         previous, void_reason = _previous(record, loaded)
         record.update_meta(status="running", resumed=now_iso(), inventory={"path": str(loaded.path),
                            "sha256": _hashes(loaded)["inventory"]},
                            matrix={"path": str(loaded.matrix.path), "sha256": _hashes(loaded)["matrix"]})
     else:
-        record = RunRecord.create("turnkey", loaded.path, loaded.matrix.path)
+        record = RunRecord.create("turnkey", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
     ctx = TurnkeyContext(loaded, specs, record, dict(options or {}))
     stages: dict[str, dict[str, Any]] = {}
     history = (record.read_stage("turnkey") or {}).get("history", [])

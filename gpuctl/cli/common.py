@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -46,21 +48,50 @@ def _close_runs(status: str) -> None:
         runrecord.interrupt_active(status)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread: handled like Ctrl-C (a KeyboardInterrupt,
+    so gevent's hub and the runner's cancel path treat it the same)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
 def handle_errors(func: F) -> F:
-    """Translate GpuctlError into a message on stderr and its exit code."""
+    """Translate GpuctlError into a message on stderr and its exit code; Ctrl-C, SIGTERM
+    and SIGHUP finish the open run records as interrupted and exit 3."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in _STOP_SIGNALS:
+                previous[sig] = signal.signal(sig, _raise_terminated)
         try:
             return func(*args, **kwargs)
         except GpuctlError as exc:
             _close_runs("error")
             click.echo(f"error: {exc}", err=True)
             sys.exit(int(exc.exit_code))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            if threading.current_thread() is threading.main_thread():
+                for sig in (*_STOP_SIGNALS, signal.SIGINT):  # a second signal must not cut the bookkeeping short
+                    old = signal.signal(sig, signal.SIG_IGN)
+                    previous.setdefault(sig, old)
             _close_runs("interrupted")
-            click.echo("interrupted", err=True)
+            click.echo(f"terminated ({exc.args[0]})" if isinstance(exc, Terminated) else "interrupted", err=True)
             sys.exit(int(ExitCode.EXECUTION))
+        finally:
+            for sig, handler in previous.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
 
     return wrapper  # type: ignore[return-value]
 

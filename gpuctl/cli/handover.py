@@ -24,7 +24,7 @@ def handover_cmd(inventory: str, limit: tuple[str, ...], as_json: bool) -> None:
 
     ensure_patched()
     loaded = load_inventory(inventory)
-    record = RunRecord.create("handover", loaded.path, loaded.matrix.path)
+    record = RunRecord.create("handover", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
     out = handover(loaded, limit, record)
     record.finish("ok" if out.ok else "failed")
     hosts = out.run.get("hosts", {})

@@ -102,7 +102,7 @@ def rebuild_cmd(inventory: str, host: str, lock_file: str | None, no_verify: boo
 
     ensure_patched()
     loaded = load_inventory(inventory)
-    record = RunRecord.create("rebuild", loaded.path, loaded.matrix.path)
+    record = RunRecord.create("rebuild", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
     out = lockmod.rebuild(loaded, host, record, path=lock_file, verify=not no_verify,
                           bench=None if bench_suite == "none" else bench_suite)
     record.finish("ok" if out.ok else "failed")

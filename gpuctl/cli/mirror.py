@@ -27,7 +27,7 @@ def up_cmd(inventory: str, as_json: bool) -> None:
 
     ensure_patched()
     loaded = load_inventory(inventory)
-    record = RunRecord.create("mirror", loaded.path, loaded.matrix.path)
+    record = RunRecord.create("mirror", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
     res = mirror_up(loaded, record)
     record.finish(res["status"])
     if as_json:

@@ -197,3 +197,218 @@ def test_the_json_writer_never_prints_nan_or_infinity(tmp_path: Path) -> None:
     out = runner.invoke(cmd).output
     assert "Infinity" not in out and "NaN" not in out
     json.loads(out)
+
+
+# ------------------------------------------------------------------ item 3: locks and run folders
+
+_HOLD = """
+import os, sys, time
+from pathlib import Path
+os.chdir(sys.argv[3])
+from gpuctl.runrecord import RunRecord
+rec = RunRecord.create('provision', sys.argv[1], root=Path(sys.argv[2]))
+print(rec.id, flush=True)
+time.sleep(60)
+"""
+_TRY = """
+import os, sys
+from pathlib import Path
+os.chdir(sys.argv[3])
+from gpuctl.cli.common import handle_errors
+from gpuctl.runrecord import RunRecord
+@handle_errors
+def go():
+    RunRecord.create(sys.argv[4], sys.argv[1], root=Path(sys.argv[2])).finish('ok')
+    print('ran')
+go()
+"""
+
+
+def _py(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+def test_same_cluster_from_another_folder_hard_link_or_runs_dir_cannot_run_twice(tmp_path: Path) -> None:
+    """Before: the lock was <cwd-relative runs root>/.locks/<hash of the path>: each of these ran."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    inv = a / "inv.yaml"
+    inv.write_text("cluster: {name: prod-h100}\n")
+    os.link(inv, b / "linked.yaml")
+    (b / "copy.yaml").write_text("cluster: {name: prod-h100}\n")
+    holder = _py(_HOLD, str(inv), "runs", str(a))
+    try:
+        assert holder.stdout.readline().strip()  # type: ignore[union-attr]
+        for path, runs, cwd in [(str(inv), "runs", b),                 # another folder
+                                ("linked.yaml", "runs", b),            # a hard link
+                                ("copy.yaml", "runs", b),              # a copy: the same cluster
+                                (str(inv), str(tmp_path / "other"), a)]:  # another GPUCTL_RUNS_DIR
+            p = _py(_TRY, path, runs, str(cwd), "provision")
+            out, err = p.communicate(timeout=30)
+            assert p.returncode == 3, (path, runs, cwd, out, err)
+            assert "ran" not in out and str(holder.pid) in err
+        # another cluster is not blocked
+        (b / "other.yaml").write_text("cluster: {name: staging}\n")
+        p = _py(_TRY, "other.yaml", "runs", str(b), "provision")
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0 and "ran" in out, err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_lock_lives_in_the_state_folder_not_the_current_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuctl import runlock
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("cluster: {name: x}\n")
+    first = runlock.lock_path(inv)
+    monkeypatch.chdir(tmp_path)
+    assert runlock.lock_path("inv.yaml") == first
+    assert first.parent == Path(os.environ["GPUCTL_STATE_DIR"]) / "locks"
+    monkeypatch.delenv("GPUCTL_STATE_DIR")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert runlock.lock_path(inv) == tmp_path / "xdg" / "gpuctl" / "locks" / first.name
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert runlock.lock_path(inv) == tmp_path / "home" / ".local" / "state" / "gpuctl" / "locks" / first.name
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "foreign"])
+def test_a_planted_lock_file_is_refused_and_its_target_untouched(tmp_path: Path, kind: str) -> None:
+    """Before: the lock file was opened without O_NOFOLLOW, truncated and chmodded 0600:
+    a symlink planted at its path emptied its target."""
+    from gpuctl import runlock
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("cluster: {name: x}\n")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    victim.chmod(0o644)
+    path = runlock.lock_path(inv)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "symlink":
+        path.symlink_to(victim)
+    elif kind == "hardlink":
+        os.link(victim, path)
+    else:
+        path.write_text("precious\n")
+    with pytest.raises(InputError) as exc:
+        runlock.acquire(inv, "provision")
+    assert str(path) in str(exc.value)
+    assert victim.read_text() == "precious\n" and (victim.stat().st_mode & 0o777) == 0o644
+    if kind == "foreign":
+        assert path.read_text() == "precious\n"
+
+
+def test_lock_holder_with_an_impossible_pid_is_taken_over(tmp_path: Path) -> None:
+    """Before: `pid: 2147483648` made os.kill raise OverflowError (a traceback)."""
+    import socket
+
+    from gpuctl import runlock
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("cluster: {name: x}\n")
+    path = runlock.lock_path(inv)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for pid in (2147483648, 2**70, -1, True, "12"):
+        path.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "command": "provision"}))
+        with runlock.hold(inv, "provision") as held:
+            assert held.note and "stale" in held.note
+
+
+def test_runs_root_that_exists_is_never_chmodded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: GPUCTL_RUNS_DIR naming an existing 1777 folder made it 0700, and a `runs`
+    symlink had its target chmodded."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setenv("GPUCTL_RUNS_DIR", str(shared))
+    rec = RunRecord.create("plan")
+    assert (shared.stat().st_mode & 0o7777) == 0o1777
+    assert rec.path.parent == shared and (rec.path.stat().st_mode & 0o777) == 0o700
+    # a `runs` symlink (to a bigger disk, say) is used as it is: its target keeps its mode
+    target = tmp_path / "big-disk"
+    target.mkdir()
+    target.chmod(0o755)
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "runs").symlink_to(target)
+    monkeypatch.delenv("GPUCTL_RUNS_DIR")
+    monkeypatch.chdir(tmp_path / "cwd")
+    rec = RunRecord.create("plan")
+    assert (target.stat().st_mode & 0o777) == 0o755
+    assert (target / rec.id / "run.json").is_file()
+
+
+def test_a_symlink_at_a_run_folder_name_is_never_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mkdir is the claim: a symlink planted where the next run folder would be is skipped,
+    its target neither chmodded nor written."""
+    import datetime as dt
+    root = tmp_path / "runs"
+    root.mkdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    victim.chmod(0o755)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    for s in {stamp, (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)).strftime("%Y%m%dT%H%M%S")}:
+        (root / f"{s}-plan").symlink_to(victim)
+    rec = RunRecord.create("plan", root=root)
+    assert not rec.path.is_symlink() and list(victim.iterdir()) == []
+    assert (victim.stat().st_mode & 0o777) == 0o755
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_empty_runs_dir_is_exit_2_and_touches_nothing(tmp_path: Path, value: str) -> None:
+    """Before: GPUCTL_RUNS_DIR="" chmodded the current folder 0700."""
+    tmp_path.chmod(0o755)
+    res = _gpuctl("report", cwd=tmp_path, env={"GPUCTL_RUNS_DIR": value})
+    assert res.returncode == 2, res.stderr
+    assert "GPUCTL_RUNS_DIR" in res.stderr and "Traceback" not in res.stderr
+    assert (tmp_path.stat().st_mode & 0o777) == 0o755
+    with pytest.raises(InputError, match="GPUCTL_RUNS_DIR"):
+        os.environ["GPUCTL_RUNS_DIR"] = value
+        try:
+            RunRecord.create("plan")
+        finally:
+            del os.environ["GPUCTL_RUNS_DIR"]
+    assert (tmp_path.stat().st_mode & 0o777) == 0o755
+
+
+def test_runs_dir_naming_a_file_is_exit_2(tmp_path: Path) -> None:
+    """Before: a traceback (FileExistsError from mkdir)."""
+    f = tmp_path / "afile"
+    f.write_text("x")
+    res = _gpuctl("report", cwd=tmp_path, env={"GPUCTL_RUNS_DIR": str(f)})
+    assert res.returncode == 2, res.stderr
+    assert str(f) in res.stderr and "not a folder" in res.stderr and "Traceback" not in res.stderr
+    with pytest.raises(InputError, match="not a folder"):
+        RunRecord.create("plan", root=f / "sub")
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_finish_run_json(tmp_path: Path, signame: str) -> None:
+    """Before: run.json stayed "running" and the lock record named a dead holder."""
+    import signal
+    code = """
+import sys, time
+from pathlib import Path
+from gpuctl.cli.common import handle_errors
+from gpuctl.runrecord import RunRecord
+@handle_errors
+def go():
+    rec = RunRecord.create('provision', sys.argv[2], root=Path(sys.argv[1]))
+    print(rec.path, flush=True)
+    time.sleep(60)
+go()
+"""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("cluster: {name: x}\n")
+    p = _py(code, str(tmp_path / "runs"), str(inv))
+    path = Path(p.stdout.readline().strip())  # type: ignore[union-attr]
+    p.send_signal(getattr(signal, signame))
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 3, err
+    assert signame in err and "Traceback" not in err
+    meta = json.loads((path / "run.json").read_text())
+    assert meta["status"] == "interrupted" and meta.get("finished")
+    from gpuctl import runlock
+    assert runlock.lock_path(inv).read_text() == ""  # released: no holder left behind
