@@ -9,7 +9,7 @@ from rich.table import Table
 
 from gpuctl.bench.run import exit_code, run_bench
 from gpuctl.bench.suites import SUITES
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option, styled
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
 from gpuctl.runrecord import RunRecord
@@ -34,10 +34,10 @@ def _print(data: dict[str, Any]) -> None:
     for r in rows:
         st = r["status"]
         thr = "" if r.get("threshold") is None else f"{r['threshold']}"
-        table.add_row(r["subject"], r["test"], r["check"], f"[{_STYLE.get(st, '')}]{st}[/]", _value(r), thr,
+        table.add_row(r["subject"], r["test"], r["check"], styled((st, _STYLE.get(st, ""))), _value(r), thr,
                       r["message"] if st not in ("pass",) else "")
     out.print(table)
-    out.print(f"bench {data['suite']}: [bold]{data['status']}[/bold] — run record {data['run_id']}")
+    out.print(styled(f"bench {data['suite']}: ", (data["status"], "bold"), f" — run record {data['run_id']}"))
 
 
 @click.command("bench", epilog=EXIT_CODES_HELP)
@@ -58,7 +58,7 @@ def bench(inventory: str, suite: str, limit: tuple[str, ...], as_json: bool) -> 
     record = RunRecord.create("bench", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
     err = console(stderr=True)
     data = run_bench(loaded, specs, SUITES[suite], record,
-                     progress=None if as_json else (lambda msg: err.print(f"[dim]… {msg}[/dim]")))
+                     progress=None if as_json else (lambda msg: err.print(styled((f"… {msg}", "dim")))))
     record.finish(data["status"])
     if as_json:
         emit_json({"run_id": data["run_id"], "suite": data["suite"], "status": data["status"],

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from gpuctl.errors import ExitCode, GpuctlError
 
@@ -24,13 +25,23 @@ EXIT_CODES_HELP = (
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console that respects NO_COLOR and plain (non-TTY) output."""
+    """A rich console that respects NO_COLOR and plain (non-TTY) output.
+
+    Markup is off: every string printed (tool output, a matrix description, a message
+    quoting an inventory) is shown as it is, `[/]` included, never read as rich markup.
+    Styling is given explicitly with `styled()` (a `rich.text.Text`)."""
     return Console(
         stderr=stderr,
         no_color="NO_COLOR" in os.environ,
         highlight=False,
         soft_wrap=True,
+        markup=False,
     )
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """Text from plain strings and (text, style) pairs: styles without markup parsing."""
+    return Text.assemble(*parts)
 
 
 def emit_json(obj: Any) -> None:

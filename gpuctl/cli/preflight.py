@@ -7,7 +7,7 @@ import sys
 import click
 from rich.table import Table
 
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option, styled
 from gpuctl.errors import ExitCode
 from gpuctl.inventory import load_inventory
 from gpuctl.preflight import run_preflight
@@ -43,7 +43,7 @@ def preflight(inventory: str, limit: tuple[str, ...], as_json: bool) -> None:
             for v in verdicts:
                 if v.status.value == "pass" and v.check not in ("gpu_count", "nvme_count", "cpu_memory", "os"):
                     continue
-                table.add_row(node, v.check, f"[{_STYLE[v.status.value]}]{v.status.value}[/]", str(v.value),
+                table.add_row(node, v.check, styled((v.status.value, _STYLE[v.status.value])), str(v.value),
                               str(v.threshold), "" if v.status.value == "pass" else v.message)
         out.print(table)
         racks = Table("rack", "cooling", "budget kW", "nodes", "draw kW", title="rack power")

@@ -7,7 +7,7 @@ import sys
 import click
 from rich.table import Table
 
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option, styled
 from gpuctl.errors import ExitCode
 from gpuctl.turnkey import run_turnkey
 from gpuctl.turnkey_stages import default_stages
@@ -34,7 +34,7 @@ def turnkey(inventory: str, resume: str | None, suite: str, allow_wipe: bool, ma
     out = console(stderr=as_json)
 
     def on_stage(name: str, status: str) -> None:
-        out.print(f"[{_STYLE.get(status, 'white')}]{name}: {status}[/]")
+        out.print(styled((f"{name}: {status}", _STYLE.get(status, "white"))))
 
     result = run_turnkey(
         inventory, default_stages(), resume=resume, limit=limit, on_stage=on_stage,
@@ -48,15 +48,16 @@ def turnkey(inventory: str, resume: str | None, suite: str, allow_wipe: bool, ma
     else:
         table = Table("stage", "status", "seconds", "detail", title=f"turnkey {result.record.id}")
         for name, st in result.stages.items():
-            table.add_row(name, f"[{_STYLE.get(st['status'], 'white')}]{st['status']}[/]",
+            table.add_row(name, styled((st["status"], _STYLE.get(st["status"], "white"))),
                           str(st.get("seconds", "")), st.get("detail", ""))
         out.print(table)
         if result.ok:
             bundle = result.record.meta().get("bundle")
-            out.print(f"[green]delivered[/]: run {result.record.path}" + (f", bundle {bundle}" if bundle else ""))
+            out.print(styled(("delivered", "green"), f": run {result.record.path}"
+                             + (f", bundle {bundle}" if bundle else "")))
         else:
-            out.print(f"[bold red]stopped at {result.failed_stage}[/]; fix the cause, then resume with:\n"
-                      f"  {result.resume_hint(inventory)}")
+            out.print(styled((f"stopped at {result.failed_stage}", "bold red"),
+                             f"; fix the cause, then resume with:\n  {result.resume_hint(inventory)}"))
     if not result.ok:
         sys.exit(int(ExitCode.CHECKS_FAILED))
 

@@ -412,3 +412,95 @@ go()
     assert meta["status"] == "interrupted" and meta.get("finished")
     from gpuctl import runlock
     assert runlock.lock_path(inv).read_text() == ""  # released: no holder left behind
+
+
+# ------------------------------------------------------------------ item 6: rich markup
+
+def _main():  # type: ignore[no-untyped-def]
+    from gpuctl.cli.main import main
+    return main
+
+
+def test_markup_in_a_matrix_description_is_shown_as_it_is(tmp_path: Path) -> None:
+    """Before: `[/]` in a description raised rich's MarkupError (a traceback) and `[bold]`
+    was swallowed as styling."""
+    src = (REPO / "matrices" / "r580-cuda13.0.yaml").read_text()
+    lines = src.splitlines()
+    idx = next(i for i, line in enumerate(lines) if line.startswith("description:"))
+    lines[idx] = "description: 'closing [/] and [bold]not bold[/bold] and [link=http://x]y[/link]'"
+    m = tmp_path / "m.yaml"
+    m.write_text("\n".join(lines) + "\n")
+    res = CliRunner().invoke(_main(), ["matrix", "show", str(m)])
+    assert res.exit_code == 0, res.output
+    assert "closing [/] and [bold]not bold[/bold] and [link=http://x]y[/link]" in res.output
+    res = CliRunner().invoke(_main(), ["matrix", "list"])
+    assert res.exit_code == 0, res.output
+
+
+def test_markup_in_tool_output_is_shown_as_it_is(tmp_path: Path) -> None:
+    """A tool output file named with markup, and a Table cell quoting tool text."""
+    fix = REPO / "tests" / "data" / "fixtures" / "nccl" / "nccl-allreduce-a100-1node-8gpu-oci.txt"
+    odd = tmp_path / "out[red]x[bold].txt"
+    odd.write_text(fix.read_text())
+    res = CliRunner().invoke(_main(), ["analyze", "nccl", str(odd), "--sku", "hgx-a100-80gb"])
+    assert res.exit_code == 0, res.output
+    assert "out[red]x[bold].txt" in res.output.replace("\n", "")
+
+
+def test_run_summary_and_progress_tables_quote_errors_literally() -> None:
+    """The provision summary's error column and the live table's operation column hold
+    outside text (an SSH error, an operation named after a knob)."""
+    from rich.console import Console
+
+    from gpuctl.cli.common import console
+    from gpuctl.runner.engine import HostResult
+    from gpuctl.runner.summary import RunSummary
+    con = Console(record=True, width=200)  # markup on: the cells must be Text, not markup
+    host = HostResult(node="gpu-[/]01", host="10.0.0.1", status="failed",
+                      error="ssh: closing [/] tag and [bold]x[/bold]")
+    con.print(RunSummary(command="provision", hosts={"gpu-[/]01": host}).table())
+    text = con.export_text()
+    assert "closing [/] tag and [bold]x[/bold]" in text and "gpu-[/]01" in text
+    out = console()
+    assert out._markup is False
+
+
+# ------------------------------------------------------------------ item 7: non-finite figures
+
+def test_busbw_inf_is_not_a_pass_and_json_holds_no_infinity(tmp_path: Path) -> None:
+    """Before: busbw `inf` was judged pass against the SKU's minimum and `--json` printed
+    `Infinity` (not JSON)."""
+    fix = REPO / "tests" / "data" / "fixtures" / "nccl" / "nccl-allreduce-a100-1node-8gpu-oci.txt"
+    text = fix.read_text()
+    text = text.replace("133.14  233.00", "133.14     inf").replace("133.34  233.34", "133.34     inf")
+    text = text.replace("Avg bus bandwidth    : 233.168", "Avg bus bandwidth    : inf")
+    out = tmp_path / "nccl.txt"
+    out.write_text(text)
+    res = CliRunner().invoke(_main(), ["analyze", "nccl", str(out), "--sku", "hgx-a100-80gb", "--json"])
+    assert "Infinity" not in res.output and "NaN" not in res.output
+    doc = json.loads(res.output)
+    busbw = next(v for v in doc["verdicts"] if v["check"] == "all_reduce_busbw_gb_s")
+    assert busbw["status"] == "error" and "not a finite number" in busbw["message"], busbw
+    assert doc["status"] != "pass" and res.exit_code == 1
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_judge_refuses_non_finite_measurements(value: float) -> None:
+    from gpuctl.catalog import Threshold
+    from gpuctl.verdicts import Remediation, Status, judge, judge_fact
+    for thr in (Threshold(min=100, source="src"), Threshold(max=5, source="src")):
+        v = judge("x", value, thr, "GB/s")
+        assert v.status is Status.ERROR and v.value is None
+    f = judge_fact("rate", True, value=value, expected=400, source="src", remediation=Remediation.RERUN, message="m")
+    assert f.status is Status.ERROR and f.value is None
+
+
+@pytest.mark.parametrize(("field", "value"), [("power_kw", ".inf"), ("power_kw", ".nan")])
+def test_non_finite_inventory_numbers_exit_2_with_file_line(tmp_path: Path, field: str, value: str) -> None:
+    text = LAB_INVENTORY.read_text()
+    assert "cluster:" in text
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(text + f"x_extra:\n  {field}: {value}\n")
+    res = CliRunner().invoke(_main(), ["inventory", "validate", str(inv)])
+    assert res.exit_code == 2, res.output
+    assert f"inv.yaml:{len(text.splitlines()) + 2}: x_extra.{field}" in res.output and "finite" in res.output
