@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from gpuctl.errors import ExitCode, GpuctlError
+from gpuctl.errors import ExitCode, GpuctlError, InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -105,6 +105,30 @@ def handle_errors(func: F) -> F:
                     signal.signal(sig, handler)
 
     return wrapper  # type: ignore[return-value]
+
+
+def on_terminal() -> bool:
+    """Whether a person can be asked: stdin and stderr are both a terminal."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def yes_option(func: F) -> F:
+    return click.option("--yes", "-y", is_flag=True,
+                        help="Do not ask for confirmation (required when not on a terminal).")(func)
+
+
+def require_yes(yes: bool, command: str, what: str) -> None:
+    """Consent before a command changes hosts: `--yes`, or "y" typed on a terminal.
+    Without a terminal and without --yes: InputError (exit 2), nothing touched. A "no"
+    exits 0 with nothing changed."""
+    if yes:
+        return
+    if not on_terminal():
+        raise InputError(f"{command} {what}: pass --yes to run it without a terminal to confirm on "
+                         "(nothing was changed)")
+    if not click.confirm(f"{command} {what}. Continue?", default=False, err=True):
+        click.echo("cancelled: nothing was changed", err=True)
+        sys.exit(int(ExitCode.OK))
 
 
 def json_option(func: F) -> F:

@@ -7,7 +7,17 @@ import sys
 import click
 from rich.table import Table
 
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option, styled
+from gpuctl.cli.common import (
+    EXIT_CODES_HELP,
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    limit_option,
+    require_yes,
+    styled,
+    yes_option,
+)
 from gpuctl.errors import ExitCode
 from gpuctl.turnkey import run_turnkey
 from gpuctl.turnkey_stages import default_stages
@@ -24,13 +34,17 @@ _STYLE = {"pass": "green", "fail": "bold red", "skipped": "dim", "running": "cya
 @click.option("--max-unavailable", type=int, default=None, help="Nodes rebooting at once (default 10 %, >= 1).")
 @click.option("--strict-host-keys", is_flag=True, help="Require known host keys.")
 @limit_option
+@yes_option
 @json_option
 @handle_errors
 def turnkey(inventory: str, resume: str | None, suite: str, allow_wipe: bool, max_unavailable: int | None,
-            strict_host_keys: bool, limit: tuple[str, ...], as_json: bool) -> None:
+            strict_host_keys: bool, limit: tuple[str, ...], yes: bool, as_json: bool) -> None:
     """Preflight → provision → verify → bench → handover, each stage recorded in one run
     folder. On a failure it stops and prints how to resume; a resume skips the stages that
-    passed unless the inventory or the matrix changed."""
+    passed unless the inventory or the matrix changed. Asks first on a terminal; --yes
+    otherwise."""
+    require_yes(yes, "turnkey", f"installs, reboots and hands over every node of {inventory}"
+                + (f" matching {' '.join(limit)}" if limit else ""))
     out = console(stderr=as_json)
 
     def on_stage(name: str, status: str) -> None:

@@ -57,7 +57,7 @@ from typing import Any
 import yaml
 
 from gpuctl.errors import ExecutionError, InputError
-from gpuctl.lab.state import ProcessRecord, pid_alive, state_root
+from gpuctl.lab.state import ProcessRecord, pid_alive, state_root, this_checkout
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +278,7 @@ class ContainerLabState:
     nodes: list[ContainerNode] = field(default_factory=list)
     kind: str = KIND
     created: float = field(default_factory=time.time)
+    checkout: str = field(default_factory=this_checkout)  # who started it (lab down from elsewhere refuses)
 
     @property
     def proxy_url(self) -> str:
@@ -317,6 +318,7 @@ class ContainerLabState:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["nodes"] = nodes
+        values.setdefault("checkout", "")  # recorded before labs named their checkout: no owner known
         values["proxy"] = proc(values.get("proxy"))
         values["repo_http"] = proc(values.get("repo_http"))
         return cls(**values)

@@ -504,3 +504,67 @@ def test_non_finite_inventory_numbers_exit_2_with_file_line(tmp_path: Path, fiel
     res = CliRunner().invoke(_main(), ["inventory", "validate", str(inv)])
     assert res.exit_code == 2, res.output
     assert f"inv.yaml:{len(text.splitlines()) + 2}: x_extra.{field}" in res.output and "finite" in res.output
+
+
+# ------------------------------------------------------------------ item 8: consent and ownership
+
+@pytest.mark.parametrize("argv", [["turnkey"], ["rebuild", "--host", "gpu-01"], ["handover"]])
+def test_changing_commands_need_yes_without_a_terminal(tmp_path: Path, argv: list[str]) -> None:
+    """Before: they acted at once, with no terminal and no --yes."""
+    runs = tmp_path / "runs"
+    res = _gpuctl(argv[0], str(LAB_INVENTORY), *argv[1:], env={"GPUCTL_RUNS_DIR": str(runs)})
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "--yes" in res.stderr and "nothing was changed" in res.stderr and "Traceback" not in res.stderr
+    assert not runs.exists()  # no run folder, no lock taken
+    assert not list((Path(os.environ["GPUCTL_STATE_DIR"])).rglob("*.lock"))
+
+
+@pytest.mark.parametrize("argv", [["turnkey"], ["rebuild", "--host", "gpu-01"], ["handover"]])
+def test_changing_commands_ask_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             argv: list[str]) -> None:
+    import gpuctl.cli.common as common
+    monkeypatch.setattr(common, "on_terminal", lambda: True)
+    monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path / "runs"))
+    res = CliRunner().invoke(_main(), [argv[0], str(LAB_INVENTORY), *argv[1:]], input="n\n")
+    assert res.exit_code == 0, res.output
+    assert "Continue?" in res.output and "cancelled: nothing was changed" in res.output
+    assert not (tmp_path / "runs").exists()
+
+
+def _lab_state(tmp_path: Path, checkout: str):  # type: ignore[no-untyped-def]
+    from gpuctl.lab.state import LabState, save_state
+    sdir = tmp_path / "xdg" / "gpuctl" / "lab"
+    state = LabState(sku="hgx-h100-80gb", smp=2, memory_mb=1536, nvme_count=0, nvme_size_gb=2,
+                     image_dir=str(tmp_path / "image"), key_path=str(tmp_path / "k"),
+                     known_hosts=str(sdir / "known_hosts"), state_dir=str(sdir), checkout=checkout)
+    return save_state(state)
+
+
+def test_lab_down_refuses_a_lab_of_another_checkout(tmp_path: Path) -> None:
+    """Before: `gpuctl lab down` from any folder stopped whichever lab ran on the machine."""
+    path = _lab_state(tmp_path, "/elsewhere/gpuctl")
+    env = {"XDG_STATE_HOME": str(tmp_path / "xdg")}
+    res = _gpuctl("lab", "down", env=env)
+    assert res.returncode == 2, res.stderr
+    assert "/elsewhere/gpuctl" in res.stderr and "--force" in res.stderr
+    assert path.exists()
+    res = _gpuctl("lab", "down", "--force", env=env)
+    assert res.returncode == 0, res.stderr
+    assert not path.exists()
+
+
+def test_lab_records_its_checkout_and_down_from_it_works(tmp_path: Path) -> None:
+    from gpuctl.lab.state import load_state, this_checkout
+    path = _lab_state(tmp_path, this_checkout())
+    assert load_state(path).checkout == str(REPO.resolve())  # type: ignore[union-attr]
+    res = _gpuctl("lab", "down", env={"XDG_STATE_HOME": str(tmp_path / "xdg")})
+    assert res.returncode == 0, res.stderr
+    assert not path.exists()
+
+
+def test_a_new_lab_state_names_this_checkout(tmp_path: Path) -> None:
+    from gpuctl.lab.state import LabState
+    state = LabState(sku="x", smp=1, memory_mb=1, nvme_count=0, nvme_size_gb=1, image_dir="", key_path="",
+                     known_hosts="", state_dir="")
+    assert state.checkout == str(REPO.resolve())
+    assert LabState.from_dict({k: v for k, v in state.to_dict().items() if k != "checkout"}).checkout == ""
