@@ -26,6 +26,7 @@ from gpuctl import __version__
 from gpuctl import fileio as _fileio
 from gpuctl import redact as _redact
 from gpuctl import runlock as _runlock
+from gpuctl import runshape as _shape
 from gpuctl.errors import InputError
 from gpuctl.fileio import dumps_json, load_json, read_bytes
 
@@ -56,6 +57,13 @@ def _load_json(path: Path) -> Any:
         return load_json(path, what="run record")
     except InputError as exc:
         raise InputError(f"{exc}; corrupt run record: remove or repair the file") from None
+
+
+def _check_shape(path: Path, data: Any, shape: Any) -> None:
+    found = _shape.problems(data, shape)
+    if found:
+        raise InputError(f"{path}: not a run record gpuctl can read ({len(found)} field(s) of the wrong shape); "
+                         "remove or repair the file", found)
 
 
 def runs_root() -> Path:
@@ -174,9 +182,11 @@ class RunRecord:
             _ACTIVE.append(self)
 
     def meta(self) -> dict[str, Any]:
-        data = _load_json(self.path / "run.json")
+        path = self.path / "run.json"
+        data = _load_json(path)
         if not isinstance(data, dict):
-            raise InputError(f"{self.path / 'run.json'}: corrupt run record (not a JSON object)")
+            raise InputError(f"{path}: corrupt run record (not a JSON object)")
+        _check_shape(path, data, _shape.RUN_JSON)
         return data
 
     def update_meta(self, **fields: Any) -> None:
@@ -217,7 +227,13 @@ class RunRecord:
 
     def read_stage(self, name: str) -> dict[str, Any] | None:
         p = self.path / "stages" / f"{_safe(name)}.json"
-        return _load_json(p) if p.is_file() else None
+        if not os.path.lexists(p):
+            return None
+        data = _load_json(p)
+        if not isinstance(data, dict):
+            raise InputError(f"{p}: corrupt run record (a stage is a JSON object, found {_shape._kind(data)})")
+        _check_shape(p, data, _shape.STAGES.get(name, {}))
+        return data
 
     def stages(self) -> list[str]:
         return sorted(p.stem for p in (self.path / "stages").glob("*.json"))

@@ -568,3 +568,72 @@ def test_a_new_lab_state_names_this_checkout(tmp_path: Path) -> None:
                      known_hosts="", state_dir="")
     assert state.checkout == str(REPO.resolve())
     assert LabState.from_dict({k: v for k, v in state.to_dict().items() if k != "checkout"}).checkout == ""
+
+
+# ------------------------------------------------------------------ item 6: wrong-shaped run records
+
+_SHAPES = [
+    ("run.json", {"id": "x", "command": "verify", "status": ["a"]}, "status: expected a string or null"),
+    ("run.json", {"command": "verify", "inventory": "a string"}, "inventory: expected an object"),
+    ("stages/verify.json", [1, 2], "a stage is a JSON object, found an array"),
+    ("stages/verify.json", {"status": "pass", "hosts": [1]}, "hosts: expected an object"),
+    ("stages/verify.json", {"hosts": {"n1": "x"}}, "hosts.n1: expected an object"),
+    ("stages/verify.json", {"hosts": {"n1": {"checks": "abc"}}}, "hosts.n1.checks: expected an array"),
+    ("stages/verify.json", {"hosts": {"n1": {"checks": [{"role": ["x"]}]}}}, "hosts.n1.checks[0].role"),
+    ("stages/bench.json", {"hosts": {"n1": {"results": 5}}}, "hosts.n1.results: expected an array"),
+    ("stages/bench.json", {"thresholds": {"busbw": {"min": "abc"}}}, "thresholds.busbw.min: expected a number"),
+    ("stages/bench.json", {"nccl_series": [{"points": [[1, "x"]]}]}, "nccl_series[0].points[0]"),
+    ("stages/bench.json", '{"hosts": {}, "thresholds": {"b": {"min": NaN}}}', "NaN is not a number JSON allows"),
+]
+
+
+@pytest.mark.parametrize(("rel", "body", "needle"), _SHAPES)
+def test_report_on_a_wrong_shaped_run_record_exit_2(tmp_path: Path, rel: str, body: object, needle: str) -> None:
+    """Before: AttributeError/TypeError tracebacks from inside the report (exit 1)."""
+    rec = RunRecord.create("verify", root=tmp_path / "runs")
+    (rec.path / "stages").mkdir(exist_ok=True)
+    (rec.path / "stages" / "verify.json").write_text(json.dumps({"status": "pass", "hosts": {}}))
+    (rec.path / rel).write_text(body if isinstance(body, str) else json.dumps(body))
+    res = _gpuctl("report", str(rec.path), "--format", "json", env={"GPUCTL_RUNS_DIR": str(tmp_path / "runs")})
+    assert res.returncode == 2, res.stderr
+    assert str(rec.path / rel) in res.stderr and needle in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ({"stages": ["preflight"]}, "stages: expected an object"),
+    ({"stages": {"preflight": "pass"}}, "stages.preflight: expected an object"),
+    ({"stages": {}, "history": {"a": 1}}, "history: expected an array"),
+    ('{"stages": {"preflight": {"status": "pass", "seconds": NaN}}}', "NaN is not a number JSON allows"),
+])
+def test_turnkey_resume_of_a_wrong_shaped_run_exit_2(tmp_path: Path, body: object, needle: str) -> None:
+    """Before: AttributeError from the resume (or a stage judged from garbage)."""
+    from gpuctl.paths import inventories_dir
+    inv = tmp_path / "h100.yaml"
+    inv.write_text((inventories_dir() / "h100-8x4.yaml").read_text())
+    runs = tmp_path / "runs"
+    rec = RunRecord.create("turnkey", root=runs)
+    rec.finish("failed at verify")
+    (rec.path / "stages").mkdir(exist_ok=True)
+    (rec.path / "stages" / "turnkey.json").write_text(body if isinstance(body, str) else json.dumps(body))
+    from gpuctl.turnkey import STAGES, StageOutcome, run_turnkey
+    ran: list[str] = []
+
+    def stage(ctx):  # type: ignore[no-untyped-def]
+        ran.append("x")
+        return StageOutcome("pass", "ok")
+
+    with pytest.raises(InputError) as exc:
+        run_turnkey(inv, dict.fromkeys(STAGES, stage), resume=str(rec.path))
+    assert str(rec.path / "stages" / "turnkey.json") in str(exc.value) and needle in str(exc.value)
+    assert ran == []  # nothing ran on the nodes
+
+
+def test_real_run_records_have_the_shapes(tmp_path: Path) -> None:
+    """The shapes are what gpuctl itself writes: a verify result and a bench result as their
+    writers dump them pass the check."""
+    from gpuctl import runshape
+    from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
+    check = CheckResult(**{f: ("x" if f != "status" else CheckStatus.FAIL)  # type: ignore[arg-type]
+                           for f in CheckResult.__dataclass_fields__})
+    verify = VerifyResult({"n1": HostResult("n1", [check])}).as_dict()
+    assert runshape.problems(json.loads(json.dumps(verify)), runshape.STAGES["verify"]) == []
