@@ -340,7 +340,14 @@ def load_state(sdir: Path | None = None) -> ContainerLabState | None:
     path = state_file(sdir)
     if not path.exists():
         return None
-    return ContainerLabState.from_dict(json.loads(path.read_text()))
+    from gpuctl.fileio import load_json
+
+    data = load_json(path, what="container lab state file")
+    try:
+        return ContainerLabState.from_dict(data)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise InputError(f"{path}: not a container lab state file gpuctl can read ({exc}); stop its "
+                         "processes by hand and remove it") from None
 
 
 # ---------------------------------------------------------------------------- inventory
