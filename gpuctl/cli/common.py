@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -82,8 +82,8 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         previous: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in _STOP_SIGNALS:
+        for sig in _STOP_SIGNALS:
+            with contextlib.suppress(ValueError):  # not the main thread: signals stay as they are
                 previous[sig] = signal.signal(sig, _raise_terminated)
         try:
             return func(*args, **kwargs)
@@ -92,17 +92,17 @@ def handle_errors(func: F) -> F:
             click.echo(f"error: {exc}", err=True)
             sys.exit(int(exc.exit_code))
         except KeyboardInterrupt as exc:
-            if threading.current_thread() is threading.main_thread():
-                for sig in (*_STOP_SIGNALS, signal.SIGINT):  # a second signal must not cut the bookkeeping short
-                    old = signal.signal(sig, signal.SIG_IGN)
-                    previous.setdefault(sig, old)
+            for sig in (*_STOP_SIGNALS, signal.SIGINT):  # a second signal must not cut the bookkeeping short
+                with contextlib.suppress(ValueError):
+                    previous.setdefault(sig, signal.signal(sig, signal.SIG_IGN))
             _close_runs("interrupted")
             click.echo(f"terminated ({exc.args[0]})" if isinstance(exc, Terminated) else "interrupted", err=True)
             sys.exit(int(ExitCode.EXECUTION))
         finally:
             for sig, handler in previous.items():
                 if handler is not None:
-                    signal.signal(sig, handler)
+                    with contextlib.suppress(ValueError):
+                        signal.signal(sig, handler)
 
     return wrapper  # type: ignore[return-value]
 

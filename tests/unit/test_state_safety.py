@@ -384,25 +384,32 @@ def test_runs_dir_naming_a_file_is_exit_2(tmp_path: Path) -> None:
         RunRecord.create("plan", root=f / "sub")
 
 
+@pytest.mark.parametrize("patched", [False, True], ids=["plain", "gevent"])
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
-def test_sigterm_and_sighup_finish_run_json(tmp_path: Path, signame: str) -> None:
-    """Before: run.json stayed "running" and the lock record named a dead holder."""
+def test_sigterm_and_sighup_finish_run_json(tmp_path: Path, signame: str, patched: bool) -> None:
+    """Before: run.json stayed "running" and the lock record named a dead holder. Under
+    gevent (provision, bench) the signal arrives while the hub waits: it must still reach
+    the command, without a traceback."""
     import signal
     code = """
 import sys, time
 from pathlib import Path
+if sys.argv[3] == "1":
+    from gpuctl.runner.bootstrap import ensure_patched
+    ensure_patched()
+import gevent
 from gpuctl.cli.common import handle_errors
 from gpuctl.runrecord import RunRecord
 @handle_errors
 def go():
     rec = RunRecord.create('provision', sys.argv[2], root=Path(sys.argv[1]))
     print(rec.path, flush=True)
-    time.sleep(60)
+    gevent.spawn(gevent.sleep, 60).join() if sys.argv[3] == "1" else time.sleep(60)
 go()
 """
     inv = tmp_path / "inv.yaml"
     inv.write_text("cluster: {name: x}\n")
-    p = _py(code, str(tmp_path / "runs"), str(inv))
+    p = _py(code, str(tmp_path / "runs"), str(inv), "1" if patched else "0")
     path = Path(p.stdout.readline().strip())  # type: ignore[union-attr]
     p.send_signal(getattr(signal, signame))
     _, err = p.communicate(timeout=30)
