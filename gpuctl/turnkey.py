@@ -87,11 +87,16 @@ def run_turnkey(
     limit: tuple[str, ...] = (),
     options: dict[str, Any] | None = None,
     on_stage: Callable[[str, str], None] | None = None,
+    confirm: Callable[[LoadedInventory, list[NodeSpec]], None] | None = None,
 ) -> TurnkeyResult:
     """Run the stages in order; stop at the first failure. `stage_fns` maps each stage
-    name to its implementation (`default_stages()` wires the real ones)."""
+    name to its implementation (`default_stages()` wires the real ones). `confirm` is
+    called once the inventory is valid, before any run folder, lock or node is touched
+    (the CLI asks for consent there; it raises or exits to stop)."""
     loaded = load_inventory(inventory)
     specs = resolve(loaded, limit)
+    if confirm is not None:
+        confirm(loaded, specs)
     missing = [s for s in STAGES if s not in stage_fns]
     if missing:
         raise InputError(f"turnkey: no implementation for stage(s) {', '.join(missing)}")

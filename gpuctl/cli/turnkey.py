@@ -43,8 +43,6 @@ def turnkey(inventory: str, resume: str | None, suite: str, allow_wipe: bool, ma
     folder. On a failure it stops and prints how to resume; a resume skips the stages that
     passed unless the inventory or the matrix changed. Asks first on a terminal; --yes
     otherwise."""
-    require_yes(yes, "turnkey", f"installs, reboots and hands over every node of {inventory}"
-                + (f" matching {' '.join(limit)}" if limit else ""))
     out = console(stderr=as_json)
 
     def on_stage(name: str, status: str) -> None:
@@ -52,6 +50,9 @@ def turnkey(inventory: str, resume: str | None, suite: str, allow_wipe: bool, ma
 
     result = run_turnkey(
         inventory, default_stages(), resume=resume, limit=limit, on_stage=on_stage,
+        confirm=lambda loaded, specs: require_yes(
+            yes, "turnkey", f"installs, reboots and hands over {len(specs)} node(s) of cluster "
+                            f"{loaded.inventory.cluster.name} ({inventory})"),
         options={"allow_wipe": allow_wipe, "max_unavailable": max_unavailable, "suite": suite,
                  "strict_host_keys": strict_host_keys},
     )

@@ -273,6 +273,10 @@ def test_lock_lives_in_the_state_folder_not_the_current_one(tmp_path: Path, monk
     monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert runlock.lock_path(inv) == tmp_path / "home" / ".local" / "state" / "gpuctl" / "locks" / first.name
+    for bad in ("", "relative/state"):
+        monkeypatch.setenv("GPUCTL_STATE_DIR", bad)
+        with pytest.raises(InputError, match="GPUCTL_STATE_DIR"):
+            runlock.lock_path(inv)
 
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink", "foreign"])
@@ -671,3 +675,48 @@ def test_no_module_parses_a_file_around_the_bounded_reader() -> None:
             if pattern.search(line):
                 offenders.append(f"{rel}:{n}: {line.strip()}")
     assert offenders == []
+
+
+@pytest.mark.parametrize("entry", ["matrix", "analyze", "drift-lock", "stage", "packages", "lab-state"])
+def test_a_fifo_is_refused_at_every_reader(tmp_path: Path, entry: str) -> None:
+    """The class of the FIFO-inventory hang: each reader of a user-reachable file refuses a
+    FIFO at once (exit 2 naming it) instead of blocking in open() or read()."""
+    fifo = tmp_path / "x.fifo"
+    os.mkfifo(fifo)
+    env = {"GPUCTL_RUNS_DIR": str(tmp_path / "runs"), "XDG_STATE_HOME": str(tmp_path / "xdg")}
+    if entry == "matrix":
+        res = _gpuctl("matrix", "show", str(fifo), env=env, timeout=30)
+    elif entry == "analyze":
+        res = _gpuctl("analyze", "nccl", str(fifo), env=env, timeout=30)
+    elif entry == "drift-lock":
+        res = _gpuctl("drift", str(LAB_INVENTORY), "--lock-file", str(fifo), env=env, timeout=30)
+    elif entry == "stage":
+        rec = RunRecord.create("verify", root=tmp_path / "runs")
+        (rec.path / "stages").mkdir()
+        os.rename(fifo, rec.path / "stages" / "verify.json")
+        fifo = rec.path / "stages" / "verify.json"
+        res = _gpuctl("report", str(rec.path), env=env, timeout=30)
+    elif entry == "packages":
+        mirror = tmp_path / "mirror"
+        mirror.mkdir()
+        os.rename(fifo, mirror / "Packages.gz")
+        fifo = mirror / "Packages.gz"
+        code = ("import sys\nfrom gpuctl.cli.common import handle_errors\nfrom gpuctl.mirror import fetch_index\n"
+                "handle_errors(lambda: fetch_index(sys.argv[1]))()")
+        res = subprocess.run([sys.executable, "-c", code, mirror.as_uri()], capture_output=True, text=True,
+                             timeout=30, env={**os.environ, "PYTHONPATH": str(REPO)})
+    else:
+        (tmp_path / "xdg" / "gpuctl" / "lab").mkdir(parents=True)
+        os.rename(fifo, tmp_path / "xdg" / "gpuctl" / "lab" / "state.json")
+        fifo = tmp_path / "xdg" / "gpuctl" / "lab" / "state.json"
+        res = _gpuctl("lab", "down", env=env, timeout=30)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert f"{fifo}: is a FIFO" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_turnkey_validates_the_inventory_before_asking(tmp_path: Path) -> None:
+    """A broken inventory is named first (exit 2 with file:line), not hidden behind --yes."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("cluster: {name: x}\nnodes: [\n")
+    res = _gpuctl("turnkey", str(inv), env={"GPUCTL_RUNS_DIR": str(tmp_path / "runs")})
+    assert res.returncode == 2 and "inv.yaml:" in res.stderr and "--yes" not in res.stderr, res.stderr
