@@ -34,6 +34,10 @@ MAX_INDEX_BYTES = 256 * 2**20
 MAX_JSON_DEPTH = 64
 
 
+def _a(what: str) -> str:
+    return f"an {what}" if what[:1].lower() in "aeiou" else f"a {what}"
+
+
 def read_bytes(path: str | Path, *, limit: int = MAX_FILE_BYTES, what: str = "file",
                follow_symlinks: bool = True) -> bytes:
     """The whole content of a regular file, at most `limit` bytes; InputError otherwise."""
@@ -46,7 +50,7 @@ def read_bytes(path: str | Path, *, limit: int = MAX_FILE_BYTES, what: str = "fi
     except FileNotFoundError:
         raise InputError(f"{p}: no such file") from None
     except IsADirectoryError:
-        raise InputError(f"{p}: is a directory, not a {what}") from None
+        raise InputError(f"{p}: is a directory, not {_a(what)}") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks:
             raise InputError(f"{p}: is a symbolic link; refusing to follow it") from None
@@ -54,13 +58,13 @@ def read_bytes(path: str | Path, *, limit: int = MAX_FILE_BYTES, what: str = "fi
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise InputError(f"{p}: is a directory, not a {what}")
+            raise InputError(f"{p}: is a directory, not {_a(what)}")
         if not stat.S_ISREG(st.st_mode):
             kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
                     or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file")
-            raise InputError(f"{p}: is {kind}, not a regular file; gpuctl reads a {what} only from a regular file")
+            raise InputError(f"{p}: is {kind}, not a regular file; gpuctl reads {_a(what)} only from a regular file")
         if st.st_size > limit:
-            raise InputError(f"{p}: over {limit} bytes ({st.st_size}); a {what} is at most that")
+            raise InputError(f"{p}: over {limit} bytes ({st.st_size}); {_a(what)} is at most that")
         chunks = []
         left = limit + 1
         while left > 0:
@@ -75,7 +79,7 @@ def read_bytes(path: str | Path, *, limit: int = MAX_FILE_BYTES, what: str = "fi
     finally:
         os.close(fd)
     if len(data) > limit:  # grew while we read it
-        raise InputError(f"{p}: over {limit} bytes; a {what} is at most that")
+        raise InputError(f"{p}: over {limit} bytes; {_a(what)} is at most that")
     return data
 
 
