@@ -52,7 +52,7 @@ from gpuctl.fileio import read_text
 from gpuctl.inventory import LoadedInventory
 from gpuctl.matrix import Package
 from gpuctl.paths import roles_dir
-from gpuctl.runrecord import RunRecord, redact, sha256_file
+from gpuctl.runrecord import RunRecord, inventory_sha256, redact, sha256_file
 from gpuctl.spec import NodeSpec
 from gpuctl.yamlsrc import load_yaml, parse_yaml
 
@@ -358,7 +358,7 @@ def build_lock(loaded: LoadedInventory, nodes: Mapping[str, NodeLock], previous:
     ordered = {n: merged[n] for n in order if n in merged}
     return LockFile(
         generated=now_iso(), gpuctl_version=__version__, cluster=loaded.inventory.cluster.name,
-        inventory=FileRef(path=str(loaded.path), sha256=sha256_file(loaded.path)),
+        inventory=FileRef(path=str(loaded.path), sha256=inventory_sha256(loaded)),
         matrix=MatrixRef(name=loaded.matrix.matrix.name, path=str(loaded.matrix.path),
                          sha256=sha256_file(loaded.matrix.path)),
         nodes=ordered,

@@ -84,6 +84,13 @@ def sha256_file(path: str | Path) -> str:
     return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
+def inventory_sha256(loaded: Any) -> str:
+    """The sha256 of the inventory text that was validated (read once), not of the file as
+    it is now; the file's when the text is not kept."""
+    text = getattr(loaded, "text", "")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text else sha256_file(loaded.path)
+
+
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
@@ -106,10 +113,11 @@ class RunRecord:
     @classmethod
     def create(cls, command: str, inventory_path: str | Path | None = None,
                matrix_path: str | Path | None = None, root: Path | None = None,
-               cluster: str | None = None) -> RunRecord:
+               cluster: str | None = None, inventory_text: str | None = None) -> RunRecord:
         """A new run folder under the runs root; a mutating command with an inventory first
         takes its cluster's run lock (`cluster`: the inventory's cluster name, read from the
-        file when not given)."""
+        file when not given). `inventory_text`: the text that was validated, hashed instead
+        of reading the file again."""
         base = root or runs_root()
         _redact.known_from_files((inventory_path, matrix_path))
         held = None
@@ -143,7 +151,9 @@ class RunRecord:
             "gpuctl_version": __version__, "started": now_iso(), "status": "running",
         }
         if inventory_path is not None:
-            meta["inventory"] = {"path": str(inventory_path), "sha256": sha256_file(inventory_path)}
+            sha = (hashlib.sha256(inventory_text.encode("utf-8")).hexdigest() if inventory_text
+                   else sha256_file(inventory_path))
+            meta["inventory"] = {"path": str(inventory_path), "sha256": sha}
         if matrix_path is not None:
             meta["matrix"] = {"path": str(matrix_path), "sha256": sha256_file(matrix_path)}
         rec.write_json("run.json", meta)

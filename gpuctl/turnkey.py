@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuctl.errors import InputError
 from gpuctl.inventory import LoadedInventory, load_inventory
-from gpuctl.runrecord import RunRecord, now_iso, sha256_file
+from gpuctl.runrecord import RunRecord, inventory_sha256, now_iso, sha256_file
 from gpuctl.spec import NodeSpec, resolve
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class TurnkeyResult:
 
 
 def _hashes(loaded: LoadedInventory) -> dict[str, str]:
-    return {"inventory": sha256_file(loaded.path), "matrix": sha256_file(loaded.matrix.path)}
+    return {"inventory": inventory_sha256(loaded), "matrix": sha256_file(loaded.matrix.path)}
 
 
 def _previous(record: RunRecord, loaded: LoadedInventory) -> tuple[dict[str, dict[str, Any]], str | None]:
@@ -110,7 +110,8 @@ def run_turnkey(
                            "sha256": _hashes(loaded)["inventory"]},
                            matrix={"path": str(loaded.matrix.path), "sha256": _hashes(loaded)["matrix"]})
     else:
-        record = RunRecord.create("turnkey", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
+        record = RunRecord.create("turnkey", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                                  inventory_text=loaded.text)
     ctx = TurnkeyContext(loaded, specs, record, dict(options or {}))
     stages: dict[str, dict[str, Any]] = {}
     history = (record.read_stage("turnkey") or {}).get("history", [])

@@ -55,7 +55,8 @@ def bench(inventory: str, suite: str, limit: tuple[str, ...], as_json: bool) -> 
     specs = resolve(loaded, limit)
     if not specs:
         raise InputError(f"--limit {' '.join(limit)} selects no node of {inventory}")
-    record = RunRecord.create("bench", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
+    record = RunRecord.create("bench", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                              inventory_text=loaded.text)
     err = console(stderr=True)
     data = run_bench(loaded, specs, SUITES[suite], record,
                      progress=None if as_json else (lambda msg: err.print(styled((f"… {msg}", "dim")))))

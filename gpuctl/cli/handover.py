@@ -37,7 +37,8 @@ def handover_cmd(inventory: str, limit: tuple[str, ...], yes: bool, as_json: boo
     loaded = load_inventory(inventory)
     require_yes(yes, "handover", f"creates customer accounts on the nodes of {inventory}"
                 + (" and removes the provider's key" if loaded.inventory.handover.remove_provider_key else ""))
-    record = RunRecord.create("handover", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
+    record = RunRecord.create("handover", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                              inventory_text=loaded.text)
     out = handover(loaded, limit, record)
     record.finish("ok" if out.ok else "failed")
     hosts = out.run.get("hosts", {})

@@ -114,7 +114,8 @@ def rebuild_cmd(inventory: str, host: str, lock_file: str | None, no_verify: boo
     ensure_patched()
     loaded = load_inventory(inventory)
     require_yes(yes, "rebuild", f"reinstalls node {host} of {inventory} (packages, reboots)")
-    record = RunRecord.create("rebuild", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name)
+    record = RunRecord.create("rebuild", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                              inventory_text=loaded.text)
     out = lockmod.rebuild(loaded, host, record, path=lock_file, verify=not no_verify,
                           bench=None if bench_suite == "none" else bench_suite)
     record.finish("ok" if out.ok else "failed")

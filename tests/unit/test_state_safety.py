@@ -720,3 +720,22 @@ def test_turnkey_validates_the_inventory_before_asking(tmp_path: Path) -> None:
     inv.write_text("cluster: {name: x}\nnodes: [\n")
     res = _gpuctl("turnkey", str(inv), env={"GPUCTL_RUNS_DIR": str(tmp_path / "runs")})
     assert res.returncode == 2 and "inv.yaml:" in res.stderr and "--yes" not in res.stderr, res.stderr
+
+
+def test_the_run_record_hashes_the_inventory_text_that_was_validated(tmp_path: Path) -> None:
+    """Read once: the sha256 in run.json is that of the text validated, even if the file
+    changes afterwards (it used to be a second read of the file)."""
+    import hashlib
+
+    from gpuctl.inventory import load_inventory
+    from gpuctl.runrecord import inventory_sha256
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(LAB_INVENTORY.read_text())
+    loaded = load_inventory(inv)
+    inv.write_text(LAB_INVENTORY.read_text() + "# edited after validation\n")
+    want = hashlib.sha256(LAB_INVENTORY.read_bytes()).hexdigest()
+    assert inventory_sha256(loaded) == want
+    rec = RunRecord.create("provision", loaded.path, root=tmp_path / "runs", cluster="x",
+                           inventory_text=loaded.text)
+    assert rec.meta()["inventory"]["sha256"] == want
+    rec.finish("ok")
