@@ -19,6 +19,7 @@ import math
 import os
 import stat
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,9 +162,11 @@ def finite_only(obj: Any) -> Any:
     return obj
 
 
-def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
-    """The one JSON writer: sorted keys, str() for unknown types, non-finite floats as null."""
-    return json.dumps(finite_only(obj), indent=indent, sort_keys=True, default=str, allow_nan=False)
+def dumps_json(obj: Any, *, indent: int | None = 2, default: Callable[[Any], Any] = str) -> str:
+    """The one JSON writer: sorted keys, `default` (str) for unknown types, non-finite
+    floats as null (an unknown type's `default` result is checked too)."""
+    return json.dumps(finite_only(obj), indent=indent, sort_keys=True,
+                      default=lambda o: finite_only(default(o)), allow_nan=False)
 
 
 # ------------------------------------------------------------------ private folders and files
