@@ -126,7 +126,9 @@ def make_bundle(runs: Sequence[RunRecord], out: str | Path, *, lock_file: str | 
         lp = Path(lock_file)
         if not lp.is_file():
             raise InputError(f"{lp}: no lock file; run `gpuctl lock` first")
-        add(f"lock/{lp.name}", lp.read_bytes(), str(lp))
+        from gpuctl.fileio import read_bytes
+
+        add(f"lock/{lp.name}", read_bytes(lp, what="lock file"), str(lp))
     for rec in runs:
         for p in sorted(rec.path.rglob("*")):
             if p.is_symlink():

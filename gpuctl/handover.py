@@ -133,7 +133,9 @@ def provider_public_key(loaded: LoadedInventory) -> str:
         raise InputError("handover.remove_provider_key: the inventory names no ssh.key whose public half to remove")
     pub = Path(key + ".pub")
     if pub.is_file():
-        return parse_public_key(pub.read_text(), str(pub))
+        from gpuctl.fileio import read_text
+
+        return parse_public_key(read_text(pub, what="public key file"), str(pub))
     if not Path(key).is_file():
         raise InputError(f"handover.remove_provider_key: {key} not found")
     proc = subprocess.run(["ssh-keygen", "-y", "-f", key], capture_output=True, text=True,

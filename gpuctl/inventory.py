@@ -26,7 +26,7 @@ from gpuctl.catalog import THRESHOLD_NAMES, Figure, Sku, Threshold, load_health,
 from gpuctl.errors import InputError
 from gpuctl.matrix import LoadedMatrix, load_matrix
 from gpuctl.validation import Problem, validate_collecting
-from gpuctl.yamlsrc import FieldPath, SourceMap, load_yaml, parse_yaml
+from gpuctl.yamlsrc import FieldPath, SourceMap, load_yaml_text, parse_yaml
 
 OS_NAMES: dict[str, str] = {
     "ubuntu-22.04": "ubuntu2204",
@@ -633,13 +633,11 @@ def _handover_problems(inv: Inventory, err: Any) -> None:
 
 def role_defaults() -> dict[str, Any]:
     """Every knob of every role with its default (roles/*/defaults.yaml)."""
-    import yaml
-
     from gpuctl.paths import roles_dir
 
     out: dict[str, Any] = {}
     for path in sorted(roles_dir().glob("*/defaults.yaml")):
-        out.update(yaml.safe_load(path.read_text()) or {})
+        out.update(load_yaml_text(path)[0] or {})
     return out
 
 
@@ -765,10 +763,10 @@ def validate_inventory_data(data: Any, smap: SourceMap, base_dir: Path) -> Loade
 def load_inventory(path: str | Path) -> LoadedInventory:
     """Read, validate and resolve an inventory file; InputError lists every problem."""
     p = Path(path)
-    data, smap = load_yaml(p)
+    data, smap, text = load_yaml_text(p, what="inventory")  # read once: a FIFO or a swapped file cannot differ
     loaded = validate_inventory_data(data, smap, p.resolve().parent)
     loaded.path = p
-    loaded.text = p.read_text(encoding="utf-8")
+    loaded.text = text
     return loaded
 
 

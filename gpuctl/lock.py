@@ -49,11 +49,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuctl import __version__
 from gpuctl.errors import ExecutionError, InputError
+from gpuctl.fileio import read_text
 from gpuctl.inventory import LoadedInventory
 from gpuctl.matrix import Package
 from gpuctl.paths import roles_dir
-from gpuctl.runrecord import RunRecord, redact, sha256_file
+from gpuctl.runrecord import RunRecord, inventory_sha256, redact, sha256_file
 from gpuctl.spec import NodeSpec
+from gpuctl.yamlsrc import load_yaml, parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +159,7 @@ def _role_defaults(role: str) -> dict[str, Any]:
     path = roles_dir() / role / "defaults.yaml"
     if not path.is_file():
         return {}
-    return yaml.safe_load(path.read_text()) or {}
+    return load_yaml(path)[0] or {}
 
 
 def _resolve_path(mf: ManagedFile, package_manager: str) -> str:
@@ -390,7 +392,7 @@ def build_lock(loaded: LoadedInventory, nodes: Mapping[str, NodeLock], previous:
     ordered = {n: merged[n] for n in order if n in merged}
     return LockFile(
         generated=now_iso(), gpuctl_version=__version__, cluster=loaded.inventory.cluster.name,
-        inventory=FileRef(path=str(loaded.path), sha256=sha256_file(loaded.path)),
+        inventory=FileRef(path=str(loaded.path), sha256=inventory_sha256(loaded)),
         matrix=MatrixRef(name=loaded.matrix.matrix.name, path=str(loaded.matrix.path),
                          sha256=sha256_file(loaded.matrix.path)),
         nodes=ordered,
@@ -414,10 +416,7 @@ def write_lock(lock: LockFile, path: str | Path) -> Path:
 
 
 def parse_lock(text: str, name: str = "<lock>") -> LockFile:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{name}: not YAML: {exc}") from exc
+    data, _ = parse_yaml(text, name)  # bounded: depth, size, huge or non-finite numbers -> file:line
     if not isinstance(data, dict):
         raise InputError(f"{name}: not a gpuctl lock file (expected a mapping)")
     if data.get("lock_version") != LOCK_VERSION:
@@ -432,9 +431,9 @@ def parse_lock(text: str, name: str = "<lock>") -> LockFile:
 
 def load_lock(path: str | Path) -> LockFile:
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise InputError(f"{p}: no lock file; run `gpuctl lock` first")
-    return parse_lock(p.read_text(), str(p))
+    return parse_lock(read_text(p, what="lock file"), str(p))
 
 
 # ---------------------------------------------------------------------------- drift

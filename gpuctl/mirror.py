@@ -23,7 +23,7 @@ anything is installed.
 
 from __future__ import annotations
 
-import gzip
+import http.client
 import ipaddress
 import logging
 import urllib.error
@@ -32,11 +32,11 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpuctl.errors import ExecutionError, InputError
+from gpuctl.fileio import MAX_INDEX_BYTES, gunzip, read_bytes
 from gpuctl.inventory import LoadedInventory
 from gpuctl.spec import NodeSpec, RepoSpec
 
@@ -53,8 +53,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 @cache
 def _role_defaults() -> dict[str, Any]:
     from gpuctl.paths import roles_dir
+    from gpuctl.yamlsrc import load_yaml
 
-    return yaml.safe_load((roles_dir() / "package_mirror" / "defaults.yaml").read_text()) or {}
+    return load_yaml(roles_dir() / "package_mirror" / "defaults.yaml")[0] or {}
 
 
 def cache_port(loaded: LoadedInventory) -> int:
@@ -189,13 +190,21 @@ def fetch_index(repo_url: str, timeout_s: float = 30) -> dict[str, set[str]]:
     errors = []
     for name in ("Packages.gz", "Packages"):
         try:
-            with urllib.request.urlopen(base + name, timeout=timeout_s) as resp:
-                data = resp.read()
-        except (urllib.error.URLError, OSError) as exc:
+            if base.startswith("file:"):  # a local mirror: the bounded reader (regular files only, no FIFO)
+                local = urllib.request.url2pathname(urllib.parse.urlsplit(base + name).path)
+                if not Path(local).exists():
+                    raise FileNotFoundError(f"no such file {local}")
+                data = read_bytes(local, limit=MAX_INDEX_BYTES, what="package index")
+            else:
+                with urllib.request.urlopen(base + name, timeout=timeout_s) as resp:
+                    data = resp.read(MAX_INDEX_BYTES + 1)  # bounded: a mirror that never stops sending is refused
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             errors.append(f"{base + name}: {exc}")
             continue
+        if len(data) > MAX_INDEX_BYTES:
+            raise InputError(f"{base + name}: over {MAX_INDEX_BYTES} bytes; refusing the package index")
         if name.endswith(".gz"):
-            data = gzip.decompress(data)
+            data = gunzip(data, base + name)  # corrupt, truncated or a bomb: InputError naming the URL
         return parse_packages_index(data.decode("utf-8", errors="replace"))
     raise ExecutionError(f"cannot read the mirror's package index: {'; '.join(errors)}")
 

@@ -373,19 +373,18 @@ def role_knobs(role: str) -> dict[str, object]:
     string, e.g. ``{"nvidia_driver_reboot_delay_s": "0"}``), else from the inventory's
     `role_vars`. A per-OS / per-filesystem map override changes only the entries it names.
     """
-    import yaml
-
     from gpuctl.deploy_context import node_spec, run_options
     from gpuctl.paths import roles_dir
+    from gpuctl.yamlsrc import load_yaml, parse_yaml
 
     path = roles_dir() / role / "defaults.yaml"
-    data = yaml.safe_load(path.read_text()) or {}
+    data = load_yaml(path)[0] or {}
     extra = run_options().extra
     out: dict[str, object] = {}
     for key, value in data.items():
         override = host.data.get(key)
         if override is None and key in extra:
-            override = yaml.safe_load(extra[key])
+            override = parse_yaml(extra[key], f"--var {key}")[0]
         if override is None:
             override = node_spec().role_vars.get(key)
         if isinstance(value, dict) and isinstance(override, dict):

@@ -1,14 +1,20 @@
 """Where gpuctl finds its shipped data: roles, templates, matrices, the SKU catalog,
-deploys and example inventories.
+deploys and example inventories; and where it keeps its own state (run locks).
 
 From a checkout the checkout's own folders are used (so edits take effect at once);
 from an installed wheel the copies shipped inside the package under `gpuctl/_share/`.
+
+State that must not depend on the current folder (the per-cluster run locks) lives in
+`state_dir()`: $GPUCTL_STATE_DIR, else $XDG_STATE_HOME/gpuctl, else ~/.local/state/gpuctl.
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
+
+from gpuctl.errors import InputError
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 SHARE_DIRS = ("roles", "templates", "matrices", "catalog", "deploy", "inventories")
@@ -45,3 +51,17 @@ def deploy_dir() -> Path:
 
 def inventories_dir() -> Path:
     return share_root() / "inventories"
+
+
+def state_dir() -> Path:
+    """gpuctl's machine-local state folder (see the module doc); never relative to the
+    current folder. InputError for an empty or relative $GPUCTL_STATE_DIR."""
+    own = os.environ.get("GPUCTL_STATE_DIR")
+    if own is not None:
+        if not own or not os.path.isabs(own):
+            raise InputError(f"GPUCTL_STATE_DIR={own!r}: must be an absolute folder path (unset it for "
+                             "$XDG_STATE_HOME/gpuctl or ~/.local/state/gpuctl)")
+        return Path(own)
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"  # XDG: relative is ignored
+    return base / "gpuctl"

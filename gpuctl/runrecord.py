@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import os
 import re
 import sys
@@ -24,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl import __version__
+from gpuctl import fileio as _fileio
 from gpuctl import redact as _redact
 from gpuctl import runlock as _runlock
+from gpuctl import runshape as _shape
 from gpuctl.errors import InputError
+from gpuctl.fileio import dumps_json, load_json, read_bytes
 
 redact = _redact.redact
 _redact_obj = _redact.redact_obj
@@ -46,46 +48,47 @@ def interrupt_active(status: str = "interrupted") -> None:
     _runlock.release_all()
 
 
-def private_dir(path: Path) -> None:
-    """mkdir -p with mode 0700 on every folder it creates (umask-independent)."""
-    missing = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for d in missing:
-        os.chmod(d, 0o700)
-
-
-def write_private(target: Path, data: str, *, append: bool = False) -> None:
-    """Write a file with mode 0600 whatever the umask."""
-    mode = os.O_APPEND if append else os.O_TRUNC
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | mode | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
-            fh.write(data)
-    finally:
-        os.close(fd)
+private_dir = _fileio.private_dir
+write_private = _fileio.write_private
 
 
 def _load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: corrupt run record (not valid JSON: {exc}); "
-                         "remove or repair the file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        return load_json(path, what="run record")
+    except InputError as exc:
+        raise InputError(f"{exc}; corrupt run record: remove or repair the file") from None
+
+
+def _check_shape(path: Path, data: Any, shape: Any) -> None:
+    found = _shape.problems(data, shape)
+    if found:
+        raise InputError(f"{path}: not a run record gpuctl can read ({len(found)} field(s) of the wrong shape); "
+                         "remove or repair the file", found)
 
 
 def runs_root() -> Path:
-    return Path(os.environ.get("GPUCTL_RUNS_DIR", "runs"))
+    """$GPUCTL_RUNS_DIR, else ./runs. InputError for an empty value or one naming something
+    that is not a folder (a folder that exists is used as it is, never chmodded)."""
+    value = os.environ.get("GPUCTL_RUNS_DIR")
+    if value is None:
+        return Path("runs")
+    if not value.strip():
+        raise InputError("GPUCTL_RUNS_DIR is set but empty; unset it (runs then go to ./runs) or name a folder")
+    root = Path(value)
+    if os.path.lexists(root) and not root.is_dir():
+        raise InputError(f"GPUCTL_RUNS_DIR={value}: exists and is not a folder")
+    return root
 
 
 def sha256_file(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(read_bytes(path)).hexdigest()
+
+
+def inventory_sha256(loaded: Any) -> str:
+    """The sha256 of the inventory text that was validated (read once), not of the file as
+    it is now; the file's when the text is not kept."""
+    text = getattr(loaded, "text", "")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text else sha256_file(loaded.path)
 
 
 def now_iso() -> str:
@@ -101,7 +104,7 @@ class RunRecord:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock: tuple[str | Path, Path] | None = None
+        self._held: _runlock.Held | None = None
 
     @property
     def id(self) -> str:
@@ -109,37 +112,48 @@ class RunRecord:
 
     @classmethod
     def create(cls, command: str, inventory_path: str | Path | None = None,
-               matrix_path: str | Path | None = None, root: Path | None = None) -> RunRecord:
+               matrix_path: str | Path | None = None, root: Path | None = None,
+               cluster: str | None = None, inventory_text: str | None = None) -> RunRecord:
+        """A new run folder under the runs root; a mutating command with an inventory first
+        takes its cluster's run lock (`cluster`: the inventory's cluster name, read from the
+        file when not given). `inventory_text`: the text that was validated, hashed instead
+        of reading the file again."""
         base = root or runs_root()
         _redact.known_from_files((inventory_path, matrix_path))
+        held = None
         if inventory_path is not None and command in _runlock.MUTATING:
-            held = _runlock.acquire(inventory_path, command, base)
+            held = _runlock.acquire(inventory_path, command, cluster)
             if held.note:
                 print(f"note: {held.note}", file=sys.stderr)
-        private_dir(base)
-        os.chmod(base, 0o700)
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-        path = base / f"{stamp}-{_safe(command)}"
-        n = 1
-        while True:  # mkdir is the atomic claim: a folder another run made is never reused
-            try:
-                path.mkdir(mode=0o700)
-                break
-            except FileExistsError:
-                n += 1
-                path = base / f"{stamp}-{_safe(command)}-{n}"
-        os.chmod(path, 0o700)
+        try:
+            private_dir(base)  # a runs root that exists (a symlink to a folder too) is used as it is
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+            path = base / f"{stamp}-{_safe(command)}"
+            n = 1
+            while True:  # mkdir is the atomic claim: a folder (or symlink) already there is never reused
+                try:
+                    _fileio.new_private_dir(path)
+                    break
+                except FileExistsError:
+                    n += 1
+                    path = base / f"{stamp}-{_safe(command)}-{n}"
+        except BaseException:
+            if held is not None:
+                _runlock.release(held)
+            raise
         rec = cls(path)
-        rec._lock = (inventory_path, base) if inventory_path is not None and command in _runlock.MUTATING else None
-        if rec._lock:
-            _runlock.set_run_id(inventory_path, base, path.name)  # type: ignore[arg-type]
+        rec._held = held
+        if held is not None:
+            _runlock.set_run_id(held, path.name)
         _ACTIVE.append(rec)
         meta: dict[str, Any] = {
             "id": path.name, "command": command, "argv": _redact.redact_argv(sys.argv),
             "gpuctl_version": __version__, "started": now_iso(), "status": "running",
         }
         if inventory_path is not None:
-            meta["inventory"] = {"path": str(inventory_path), "sha256": sha256_file(inventory_path)}
+            sha = (hashlib.sha256(inventory_text.encode("utf-8")).hexdigest() if inventory_text
+                   else sha256_file(inventory_path))
+            meta["inventory"] = {"path": str(inventory_path), "sha256": sha}
         if matrix_path is not None:
             meta["matrix"] = {"path": str(matrix_path), "sha256": sha256_file(matrix_path)}
         rec.write_json("run.json", meta)
@@ -164,23 +178,25 @@ class RunRecord:
             raise InputError(f"{ref}: not a run folder (no run.json); runs live under {base}")
         return cls(p)
 
-    def claim(self, command: str, inventory_path: str | Path) -> None:
-        """Reopened to run again (turnkey --resume): take the inventory's run lock, as
+    def claim(self, command: str, inventory_path: str | Path, cluster: str | None = None) -> None:
+        """Reopened to run again (turnkey --resume): take the cluster's run lock, as
         `create` does, and finish run.json on Ctrl-C."""
         _redact.known_from_files((inventory_path,))
-        if command in _runlock.MUTATING and self._lock is None:
-            held = _runlock.acquire(inventory_path, command, self.path.parent)
+        if command in _runlock.MUTATING and self._held is None:
+            held = _runlock.acquire(inventory_path, command, cluster)
             if held.note:
                 print(f"note: {held.note}", file=sys.stderr)
-            self._lock = (inventory_path, self.path.parent)
-            _runlock.set_run_id(inventory_path, self.path.parent, self.id)
+            self._held = held
+            _runlock.set_run_id(held, self.id)
         if self not in _ACTIVE:
             _ACTIVE.append(self)
 
     def meta(self) -> dict[str, Any]:
-        data = _load_json(self.path / "run.json")
+        path = self.path / "run.json"
+        data = _load_json(path)
         if not isinstance(data, dict):
-            raise InputError(f"{self.path / 'run.json'}: corrupt run record (not a JSON object)")
+            raise InputError(f"{path}: corrupt run record (not a JSON object)")
+        _check_shape(path, data, _shape.RUN_JSON)
         return data
 
     def update_meta(self, **fields: Any) -> None:
@@ -194,17 +210,15 @@ class RunRecord:
         finally:
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
-            if self._lock is not None:
-                held = _runlock._HELD.get(_runlock.lock_path(*self._lock))
-                self._lock = None
-                if held is not None:
-                    _runlock.release(held)
+            if self._held is not None:
+                held, self._held = self._held, None
+                _runlock.release(held)
 
     def write_json(self, rel: str, obj: Any) -> Path:
         target = self.path / rel
         private_dir(target.parent)
         tmp = target.with_suffix(target.suffix + ".tmp")
-        write_private(tmp, json.dumps(_redact_obj(obj), indent=2, sort_keys=True, default=str) + "\n")
+        write_private(tmp, dumps_json(_redact_obj(obj)) + "\n")
         tmp.replace(target)
         return target
 
@@ -223,7 +237,13 @@ class RunRecord:
 
     def read_stage(self, name: str) -> dict[str, Any] | None:
         p = self.path / "stages" / f"{_safe(name)}.json"
-        return _load_json(p) if p.is_file() else None
+        if not os.path.lexists(p):
+            return None
+        data = _load_json(p)
+        if not isinstance(data, dict):
+            raise InputError(f"{p}: corrupt run record (a stage is a JSON object, found {_shape._kind(data)})")
+        _check_shape(p, data, _shape.STAGES.get(name, {}))
+        return data
 
     def stages(self) -> list[str]:
         return sorted(p.stem for p in (self.path / "stages").glob("*.json"))

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuctl.errors import InputError
 from gpuctl.inventory import LoadedInventory, load_inventory
-from gpuctl.runrecord import RunRecord, now_iso, sha256_file
+from gpuctl.runrecord import RunRecord, inventory_sha256, now_iso, sha256_file
 from gpuctl.spec import NodeSpec, resolve
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class TurnkeyResult:
 
 
 def _hashes(loaded: LoadedInventory) -> dict[str, str]:
-    return {"inventory": sha256_file(loaded.path), "matrix": sha256_file(loaded.matrix.path)}
+    return {"inventory": inventory_sha256(loaded), "matrix": sha256_file(loaded.matrix.path)}
 
 
 def _previous(record: RunRecord, loaded: LoadedInventory) -> tuple[dict[str, dict[str, Any]], str | None]:
@@ -87,11 +87,16 @@ def run_turnkey(
     limit: tuple[str, ...] = (),
     options: dict[str, Any] | None = None,
     on_stage: Callable[[str, str], None] | None = None,
+    confirm: Callable[[LoadedInventory, list[NodeSpec]], None] | None = None,
 ) -> TurnkeyResult:
     """Run the stages in order; stop at the first failure. `stage_fns` maps each stage
-    name to its implementation (`default_stages()` wires the real ones)."""
+    name to its implementation (`default_stages()` wires the real ones). `confirm` is
+    called once the inventory is valid, before any run folder, lock or node is touched
+    (the CLI asks for consent there; it raises or exits to stop)."""
     loaded = load_inventory(inventory)
     specs = resolve(loaded, limit)
+    if confirm is not None:
+        confirm(loaded, specs)
     missing = [s for s in STAGES if s not in stage_fns]
     if missing:
         raise InputError(f"turnkey: no implementation for stage(s) {', '.join(missing)}")
@@ -99,13 +104,14 @@ def run_turnkey(
     void_reason = None
     if resume:
         record = RunRecord.open(resume)
-        record.claim("turnkey", loaded.path)  # one run per inventory, resumed or not
+        record.claim("turnkey", loaded.path, loaded.inventory.cluster.name)  # one run per cluster, resumed or not
         previous, void_reason = _previous(record, loaded)
         record.update_meta(status="running", resumed=now_iso(), inventory={"path": str(loaded.path),
                            "sha256": _hashes(loaded)["inventory"]},
                            matrix={"path": str(loaded.matrix.path), "sha256": _hashes(loaded)["matrix"]})
     else:
-        record = RunRecord.create("turnkey", loaded.path, loaded.matrix.path)
+        record = RunRecord.create("turnkey", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                                  inventory_text=loaded.text)
     ctx = TurnkeyContext(loaded, specs, record, dict(options or {}))
     stages: dict[str, dict[str, Any]] = {}
     history = (record.read_stage("turnkey") or {}).get("history", [])

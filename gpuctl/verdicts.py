@@ -110,6 +110,17 @@ def _fmt(value: Value, unit: str) -> str:
     return f"{text} {unit}".strip()
 
 
+def _non_finite(value: object) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _invalid(name: str, value: float, expected: Value, unit: str, subject: Subject, source: str) -> Verdict:
+    """A figure that is not a finite number (inf, nan in the tool's output) is no measurement:
+    never a pass, and no non-finite value is kept (JSON has none)."""
+    return Verdict(name, Status.ERROR, subject, None, expected, unit, source, Remediation.RERUN,
+                   f"{subject.label()}: {name} = {value} is not a finite number: not a valid measurement")
+
+
 def judge(
     name: str,
     value: float | None,
@@ -139,9 +150,11 @@ def judge(
                        f"{where}: {name} = {_fmt(value, unit)}, not judged: {why} (the {_fmt(limit, unit)} "
                        f"threshold is for {threshold.applies_to.describe()})")
     limit = threshold.min if threshold.min is not None else threshold.max
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None:
         return Verdict(name, Status.ERROR, subject, None, limit, unit, threshold.source, Remediation.RERUN,
                        f"{where}: {name} was not measured")
+    if _non_finite(value):
+        return _invalid(name, value, limit, unit, subject, threshold.source)
     if threshold.min is not None:
         if value < threshold.min:
             status, rel = Status.FAIL, f"below the minimum {_fmt(threshold.min, unit)}"
@@ -177,7 +190,10 @@ def judge_fact(
     message: str,
     warn_only: bool = False,
 ) -> Verdict:
-    """A yes/no finding ('model is X', 'port is Active'); `message` explains a failure."""
+    """A yes/no finding ('model is X', 'port is Active'); `message` explains a failure.
+    A non-finite measured value is an invalid measurement whatever `ok` says."""
+    if _non_finite(value):
+        return _invalid(check, value, expected, unit, subject, source)  # type: ignore[arg-type]
     if ok:
         status, rem, text = Status.PASS, Remediation.NONE, f"{subject.label()}: {check} = {_fmt(value, unit)}"
     else:

@@ -7,6 +7,7 @@ of which file holds the value at this field path?". Validation errors use it to 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import yaml
 
 from gpuctl.errors import InputError
+from gpuctl.fileio import MAX_FILE_BYTES, read_text
 
 FieldPath = tuple[str | int, ...]
 
@@ -55,11 +57,16 @@ MAX_DEPTH = 64
 MAX_NODES = 200_000          # values after alias expansion
 MAX_SCALAR = 65_536          # characters of one string
 MAX_NUMBER_DIGITS = 100      # characters of one plain number
-MAX_FILE_BYTES = 16 * 2**20  # an inventory or matrix is a few KiB; refuse before reading the file
 
 
 class _TooBig(Exception):
     pass
+
+
+def _is_number(value: str) -> bool:
+    """Whether a plain scalar resolves to a YAML int or float (as safe_load would read it)."""
+    tag = _SCALAR_LOADER.resolve(yaml.ScalarNode, value, (True, False))
+    return tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
 def _check_events(text: str) -> None:
@@ -79,8 +86,8 @@ def _check_events(text: str) -> None:
             line = event.start_mark.line + 1
             if len(value) > MAX_SCALAR:
                 raise _TooBig(f":{line}: a value is too long ({len(value)} characters, at most {MAX_SCALAR})")
-            if (event.implicit[0] and len(value) > MAX_NUMBER_DIGITS
-                    and value.lstrip("+-").replace("_", "").replace(".", "").isdigit()):
+            if event.implicit[0] and len(value) > MAX_NUMBER_DIGITS and _is_number(value):
+                # any YAML 1.1 number: decimal, 0x/0o/0b, sexagesimal 1:2:3, with _ separators
                 raise _TooBig(f":{line}: a number is too long ({len(value)} digits, at most {MAX_NUMBER_DIGITS})")
 
 
@@ -120,7 +127,11 @@ def _construct(node: yaml.Node, path: FieldPath, smap: SourceMap, problems: list
             smap.lines[child] = item.start_mark.line + 1
             items.append(_construct(item, child, smap, problems, budget))
         return items
-    return _scalar(node)
+    value = _scalar(node)
+    if isinstance(value, float) and not math.isfinite(value):
+        problems.append(f"{smap.file}:{node.start_mark.line + 1}: {format_path(path)}: {node.value!r} is not "
+                        "a finite number (NaN and infinity are refused)")
+    return value
 
 
 _SCALAR_LOADER = yaml.SafeLoader("")
@@ -167,23 +178,15 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
 
 
 def load_yaml(path: str | Path) -> tuple[Any, SourceMap]:
-    """Read and parse a YAML file; InputError if it cannot be read."""
-    p = Path(path)
-    try:
-        with p.open("rb") as fh:  # bounded: a pipe or /dev/zero has no size to check first
-            raw = fh.read(MAX_FILE_BYTES + 1)
-        if len(raw) > MAX_FILE_BYTES:
-            raise InputError(f"{p}: over {MAX_FILE_BYTES} bytes; an inventory or matrix file is at most that")
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{p}: is a directory, not a YAML file") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read: {exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{p}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} cannot be decoded "
-                         f"({exc.reason})") from None
-    return parse_yaml(text, str(path))
+    """Read (bounded, regular files only, once) and parse a YAML file; InputError if it
+    cannot be read."""
+    data, smap, _ = load_yaml_text(path)
+    return data, smap
+
+
+def load_yaml_text(path: str | Path, *, what: str = "YAML file") -> tuple[Any, SourceMap, str]:
+    """`load_yaml` that also returns the text it parsed (read once: the caller hashes or
+    keeps that text instead of reading the file again)."""
+    text = read_text(path, limit=MAX_FILE_BYTES, what=what)
+    data, smap = parse_yaml(text, str(path))
+    return data, smap, text

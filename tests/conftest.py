@@ -27,6 +27,13 @@ _THREAD_GRACE_S = 3.0  # how long a finished test's threads may take to wind dow
 
 
 @pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpuctl's state folder (run locks) is machine-wide by design; each test gets its own so
+    a test never meets a developer's running provision or another test's lock."""
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path_factory.mktemp("gpuctl-state")))
+
+
+@pytest.fixture(autouse=True)
 def _process_stays_unpatched(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from gevent import monkey
 

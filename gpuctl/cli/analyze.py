@@ -13,9 +13,10 @@ from rich.table import Table
 import gpuctl.analyze
 from gpuctl.analyze import KINDS, Analysis, analyze_text, detect_kind
 from gpuctl.catalog import load_sku
-from gpuctl.cli.common import console, emit_json, handle_errors, json_option
+from gpuctl.cli.common import console, emit_json, handle_errors, json_option, styled
 from gpuctl.cli.tables import Row, print_verdicts
 from gpuctl.errors import ExitCode, ParseError
+from gpuctl.fileio import read_text
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "red", "no-threshold": "cyan",
           "not-applicable": "dim"}
@@ -37,11 +38,8 @@ def _read(file: str) -> str:
         size = os.stat(file).st_size
         if size > bound:
             raise _too_large(file, size, bound)
-        with open(file, encoding="utf-8", errors="strict") as fh:
-            text = fh.read(bound + 1)
-        if len(text) > bound:  # a growing file or a pipe whose stat size said 0
-            raise _too_large(file, len(text), bound)
-        return text
+        # the bounded reader: regular files only (a FIFO is refused, not waited on), strict UTF-8
+        return read_text(file, limit=bound, what="tool output")
     except FileNotFoundError:
         raise ParseError(f"{file}: no such file") from None
     except (UnicodeDecodeError, IsADirectoryError, PermissionError) as exc:
@@ -68,7 +66,7 @@ def _render(analysis: Analysis, file: str) -> None:
             x.message if x.remediation.value == "none" else f"{x.message} → {x.remediation.value}", emulated)
         for x in analysis.verdicts])
     st = analysis.status.value
-    out.print(f"status: [{_STYLE.get(st, '')}]{st}[/]")
+    out.print(styled("status: ", (st, _STYLE.get(st, ""))))
 
 
 HELP = (

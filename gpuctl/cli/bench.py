@@ -8,7 +8,7 @@ import click
 
 from gpuctl.bench.run import exit_code, run_bench
 from gpuctl.bench.suites import SUITES
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option, styled
 from gpuctl.cli.tables import Headers, Row, print_verdicts
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
@@ -30,7 +30,7 @@ def rows(data: dict[str, Any]) -> list[Row]:
 def _print(data: dict[str, Any]) -> None:
     out = console()
     print_verdicts(out, rows(data), Headers(subject="node / pair"))
-    out.print(f"bench {data['suite']}: [bold]{data['status']}[/bold] — run record {data['run_id']}")
+    out.print(styled(f"bench {data['suite']}: ", (data["status"], "bold"), f" — run record {data['run_id']}"))
 
 
 @click.command("bench", epilog=EXIT_CODES_HELP)
@@ -48,10 +48,11 @@ def bench(inventory: str, suite: str, limit: tuple[str, ...], as_json: bool) -> 
     specs = resolve(loaded, limit)
     if not specs:
         raise InputError(f"--limit {' '.join(limit)} selects no node of {inventory}")
-    record = RunRecord.create("bench", loaded.path, loaded.matrix.path)
+    record = RunRecord.create("bench", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                              inventory_text=loaded.text)
     err = console(stderr=True)
     data = run_bench(loaded, specs, SUITES[suite], record,
-                     progress=None if as_json else (lambda msg: err.print(f"[dim]… {msg}[/dim]")))
+                     progress=None if as_json else (lambda msg: err.print(styled((f"… {msg}", "dim")))))
     record.finish(data["status"])
     if as_json:
         emit_json({"run_id": data["run_id"], "suite": data["suite"], "status": data["status"],

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import click
 
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.common import (
+    EXIT_CODES_HELP,
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    limit_option,
+    require_yes,
+    yes_option,
+)
 from gpuctl.errors import ExitCode
 from gpuctl.inventory import load_inventory
 from gpuctl.runrecord import RunRecord
@@ -13,18 +22,23 @@ from gpuctl.runrecord import RunRecord
 @click.command("handover", epilog=EXIT_CODES_HELP)
 @click.argument("inventory", type=click.Path(dir_okay=False))
 @limit_option
+@yes_option
 @json_option
 @handle_errors
-def handover_cmd(inventory: str, limit: tuple[str, ...], as_json: bool) -> None:
+def handover_cmd(inventory: str, limit: tuple[str, ...], yes: bool, as_json: bool) -> None:
     """Create the customer's accounts from INVENTORY's handover block (keys, sudo checked with
     visudo) and, with handover.remove_provider_key, remove the provider's key — only after a
-    customer sudo account has logged in over SSH in the same run. Exit 1 when a node failed."""
+    customer sudo account has logged in over SSH in the same run. Exit 1 when a node failed.
+    Asks first on a terminal; --yes otherwise."""
     from gpuctl.handover import handover
     from gpuctl.runner.bootstrap import ensure_patched
 
     ensure_patched()
     loaded = load_inventory(inventory)
-    record = RunRecord.create("handover", loaded.path, loaded.matrix.path)
+    require_yes(yes, "handover", f"creates customer accounts on the nodes of {inventory}"
+                + (" and removes the provider's key" if loaded.inventory.handover.remove_provider_key else ""))
+    record = RunRecord.create("handover", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                              inventory_text=loaded.text)
     out = handover(loaded, limit, record)
     record.finish("ok" if out.ok else "failed")
     hosts = out.run.get("hosts", {})

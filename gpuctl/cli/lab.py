@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from gpuctl.cli.common import console, emit_json, handle_errors, json_option
+from gpuctl.errors import InputError
 
 
 @click.group("lab")
@@ -80,22 +81,36 @@ def _up_containers(nodes: int, sku: str, matrix: str, inventory_path: Path | Non
 @lab_group.command("down")
 @click.option("--kind", type=click.Choice(["qemu", "container"]), default="qemu", show_default=True,
               help="Which lab: the QEMU one or the container one.")
+@click.option("--force", is_flag=True, help="Stop the lab even if another checkout started it.")
 @json_option
 @handle_errors
-def down_cmd(kind: str, as_json: bool) -> None:
-    """Stop every lab process and remove the nodes' disks (or the container lab's nodes)."""
+def down_cmd(kind: str, force: bool, as_json: bool) -> None:
+    """Stop every lab process and remove the nodes' disks (or the container lab's nodes).
+    A lab started from another checkout is left alone unless --force."""
+    from gpuctl.lab.state import other_owner
+
     if kind == "container":
         from gpuctl.lab.containers import down as down_containers
+        from gpuctl.lab.containers import load_state as load_containers
 
-        stopped = down_containers()
+        clab = load_containers()
+        why = other_owner(clab.checkout, "the container lab") if clab is not None else None
+        if why and not force:
+            raise InputError(why)
+        stopped = down_containers(clab)
         if as_json:
             emit_json({"stopped": stopped})
         else:
             console().print(f"stopped: {len(stopped)} process(es)" if stopped else "stopped: nothing was running")
         return
     from gpuctl.lab.nodes import down
+    from gpuctl.lab.state import load_state
 
-    stopped = down()
+    lab = load_state()
+    why = other_owner(lab.checkout, "the lab") if lab is not None else None
+    if why and not force:
+        raise InputError(why)
+    stopped = down(lab)
     if as_json:
         emit_json({"stopped": stopped})
     else:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.common import (
+    EXIT_CODES_HELP,
+    console,
+    emit_json,
+    handle_errors,
+    json_option,
+    limit_option,
+    require_yes,
+    yes_option,
+)
 from gpuctl.cli.tables import Headers, Row, print_verdicts
 from gpuctl.errors import ExitCode
 from gpuctl.inventory import load_inventory
@@ -92,18 +101,22 @@ def _short(v: str | None) -> str:
 @click.option("--no-verify", is_flag=True, help="Do not run verify after provisioning.")
 @click.option("--bench-suite", default="quick", show_default=True,
               help="Bench suite run on the node and one peer afterwards; 'none' to skip.")
+@yes_option
 @json_option
 @handle_errors
 def rebuild_cmd(inventory: str, host: str, lock_file: str | None, no_verify: bool, bench_suite: str,
-                as_json: bool) -> None:
+                yes: bool, as_json: bool) -> None:
     """Provision the replaced node HOST with package pins from the lock (its peers' versions),
-    check it equals the lock and its peers, then verify and bench it. Exit 1 when it does not."""
+    check it equals the lock and its peers, then verify and bench it. Exit 1 when it does not.
+    Asks first on a terminal; --yes otherwise."""
     from gpuctl import lock as lockmod
     from gpuctl.runner.bootstrap import ensure_patched
 
     ensure_patched()
     loaded = load_inventory(inventory)
-    record = RunRecord.create("rebuild", loaded.path, loaded.matrix.path)
+    require_yes(yes, "rebuild", f"reinstalls node {host} of {inventory} (packages, reboots)")
+    record = RunRecord.create("rebuild", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                              inventory_text=loaded.text)
     out = lockmod.rebuild(loaded, host, record, path=lock_file, verify=not no_verify,
                           bench=None if bench_suite == "none" else bench_suite)
     record.finish("ok" if out.ok else "failed")

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from gpuctl.catalog import load_sku, sku_names
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, styled
 from gpuctl.errors import ExitCode
 from gpuctl.matrix import COMPONENTS, OS_FAMILIES, load_matrix, matrix_names
 from gpuctl.rules import check_matrix
@@ -53,7 +53,7 @@ def show(name: str, os_family: str | None, as_json: bool) -> None:
         emit_json(m.model_dump(mode="json"))
         return
     out = console()
-    out.print(f"[bold]{m.name}[/bold] — {m.description}  ({loaded.path})")
+    out.print(styled((m.name, "bold"), f" — {m.description}  ({loaded.path})"))
     comp = Table("component", "version", "source")
     comp.add_row("driver", f"{m.driver.version} (R{m.driver.branch}, {m.driver.flavour})", m.driver.source)
     comp.add_row("fabricmanager", m.fabricmanager.version, m.fabricmanager.source)
@@ -114,9 +114,9 @@ def check(matrices: tuple[str, ...], all_: bool, sku: str | None, os_family: str
         for entry in report:
             table = Table("rule", "status", "reason", title=f"{entry['matrix']} ({entry['path']})")
             for r in entry["results"]:
-                table.add_row(r["rule"], f"[{_STYLE[r['status']]}]{r['status']}[/]", r["reason"])
+                table.add_row(r["rule"], styled((r["status"], _STYLE[r["status"]])), r["reason"])
             out.print(table)
-        out.print("[bold red]FAIL[/]" if failed else "[green]all rules pass[/]")
+        out.print(styled(("FAIL", "bold red")) if failed else styled(("all rules pass", "green")))
     if failed:
         sys.exit(int(ExitCode.CHECKS_FAILED))
 

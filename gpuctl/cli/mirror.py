@@ -27,7 +27,8 @@ def up_cmd(inventory: str, as_json: bool) -> None:
 
     ensure_patched()
     loaded = load_inventory(inventory)
-    record = RunRecord.create("mirror", loaded.path, loaded.matrix.path)
+    record = RunRecord.create("mirror", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
+                              inventory_text=loaded.text)
     res = mirror_up(loaded, record)
     record.finish(res["status"])
     if as_json:

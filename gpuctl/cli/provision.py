@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from gpuctl.cli.common import console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.common import console, emit_json, handle_errors, json_option, limit_option, on_terminal
 from gpuctl.errors import ExitCode, InputError
 from gpuctl.redact import redact
 
@@ -127,8 +127,7 @@ def register(main: click.Group) -> None:
         required). Exit 0 all hosts provisioned, 1 some host failed, 3 no host could be
         reached.
         """
-        interactive = sys.stdin.isatty() and sys.stderr.isatty()
-        if not yes and not interactive:
+        if not yes and not on_terminal():  # on a terminal the plan is shown and confirmed below
             raise InputError("provision changes hosts: pass --yes to run without a terminal to confirm on")
         from gpuctl.runner.bootstrap import ensure_patched
 

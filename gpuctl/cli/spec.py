@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, styled
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
 from gpuctl.matrix import OS_FAMILIES
@@ -40,8 +40,8 @@ def spec(inventory: str, host: str | None, os_family: str | None, as_json: bool)
         return
     out = console()
     for s in specs:
-        out.print(f"[bold]{s.node}[/bold] {s.address}:{s.ssh_port} — {s.sku}, {s.os} ({s.os_family}), "
-                  f"matrix {s.matrix}")
+        out.print(styled((s.node, "bold"), f" {s.address}:{s.ssh_port} — {s.sku}, {s.os} ({s.os_family}), "
+                         f"matrix {s.matrix}"))
         table = Table("role / component", "packages (pinned, held)", "note")
         for role, reason in s.roles.items():
             comp = s.components.get(role.replace("nvidia_", "") if role != "nvidia_repo" else "")

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from gpuctl.checks import CheckStatus, HostStatus, VerifyResult, run_verify
-from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option
+from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option, styled
 from gpuctl.errors import ExitCode
 from gpuctl.hostlist import fold
 from gpuctl.inventory import load_inventory
@@ -51,12 +50,12 @@ def print_result(result: VerifyResult) -> None:
     for name, h in sorted(result.hosts.items()):
         d = h.as_dict()
         st = d["status"]
-        table.add_row(name, f"[{_STYLE.get(st, '')}]{st}[/]", str(d["counts"]["pass"]), str(d["counts"]["fail"]),
+        table.add_row(name, styled((st, _STYLE.get(st, ""))), str(d["counts"]["pass"]), str(d["counts"]["fail"]),
                       str(d["counts"]["error"]), str(d["counts"]["skip"]))
     out.print(table)
     failed = [(n, c) for n, h in sorted(result.hosts.items()) for c in h.failed]
     if failed:
-        out.print(f"\n[bold]{len(failed)} failed check(s)[/bold]")
+        out.print(styled("\n", (f"{len(failed)} failed check(s)", "bold")))
     # The same finding on many nodes is one entry naming them (64 nodes: one line per
     # finding, not per node); the run record keeps every host's own result.
     same: dict[tuple[str, str, str, str, str], list[str]] = {}
@@ -64,20 +63,21 @@ def print_result(result: VerifyResult) -> None:
         same.setdefault((c.check, c.message, str(c.expected), str(c.found), str(c.remediation)), []).append(n)
     for (check, message, expected, found, remediation), names in same.items():
         where = names[0] if len(names) == 1 else f"on {len(names)} hosts {fold(names)}"
-        out.print(f"[red]FAIL[/red] {escape(where)} [bold]{escape(check)}[/bold]: {escape(message)}")
-        out.print(escape(f"     expected: {expected}\n     found:    {found}\n     remediation: {remediation}"))
+        out.print(styled(("FAIL", "red"), f" {where} ", (check, "bold"), f": {message}"))
+        out.print(f"     expected: {expected}\n     found:    {found}\n     remediation: {remediation}")
     for name, h in sorted(result.hosts.items()):
         if h.unreachable_reason:
-            out.print(f"[red]UNREACHABLE[/red] {name}: {escape(h.unreachable_reason)}")
+            out.print(styled(("UNREACHABLE", "red"), f" {name}: {h.unreachable_reason}"))
             continue
         errors = h.errors
         if errors:
             shown = errors[:10]
             for c in shown:
-                out.print(f"[yellow]COULD NOT RUN[/yellow] {name} {escape(c.check)}: {escape(c.message)}")
+                out.print(styled(("COULD NOT RUN", "yellow"), f" {name} {c.check}: {c.message}"))
             if len(errors) > len(shown):
-                out.print(f"[yellow]… and {len(errors) - len(shown)} more checks on {name} could not run[/yellow]")
-    out.print(f"verify: [bold]{result.status.value}[/bold] in {result.duration_s:.1f} s — run record {result.run_id}")
+                out.print(styled((f"… and {len(errors) - len(shown)} more checks on {name} could not run", "yellow")))
+    out.print(styled("verify: ", (result.status.value, "bold"),
+                     f" in {result.duration_s:.1f} s — run record {result.run_id}"))
 
 
 @click.command("verify", epilog=EXIT_CODES_HELP)

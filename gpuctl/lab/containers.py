@@ -57,7 +57,7 @@ from typing import Any
 import yaml
 
 from gpuctl.errors import ExecutionError, InputError
-from gpuctl.lab.state import ProcessRecord, pid_alive, state_root
+from gpuctl.lab.state import ProcessRecord, pid_alive, state_root, this_checkout
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +278,7 @@ class ContainerLabState:
     nodes: list[ContainerNode] = field(default_factory=list)
     kind: str = KIND
     created: float = field(default_factory=time.time)
+    checkout: str = field(default_factory=this_checkout)  # who started it (lab down from elsewhere refuses)
 
     @property
     def proxy_url(self) -> str:
@@ -317,6 +318,7 @@ class ContainerLabState:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["nodes"] = nodes
+        values.setdefault("checkout", "")  # recorded before labs named their checkout: no owner known
         values["proxy"] = proc(values.get("proxy"))
         values["repo_http"] = proc(values.get("repo_http"))
         return cls(**values)
@@ -338,7 +340,14 @@ def load_state(sdir: Path | None = None) -> ContainerLabState | None:
     path = state_file(sdir)
     if not path.exists():
         return None
-    return ContainerLabState.from_dict(json.loads(path.read_text()))
+    from gpuctl.fileio import load_json
+
+    data = load_json(path, what="container lab state file")
+    try:
+        return ContainerLabState.from_dict(data)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise InputError(f"{path}: not a container lab state file gpuctl can read ({exc}); stop its "
+                         "processes by hand and remove it") from None
 
 
 # ---------------------------------------------------------------------------- inventory

@@ -40,6 +40,24 @@ def state_path() -> Path:
     return state_root() / STATE_FILE
 
 
+def this_checkout() -> str:
+    """The gpuctl checkout (or installed package data) this process runs from, resolved:
+    a lab records it, and `lab down` from another one refuses unless forced."""
+    from gpuctl.paths import share_root
+
+    return str(share_root().resolve())
+
+
+def other_owner(recorded: str, what: str) -> str | None:
+    """Why this checkout must not stop a lab recorded as started by `recorded` (None: it may).
+    A state written before labs recorded their checkout ("") names no owner."""
+    here = this_checkout()
+    if not recorded or recorded == here:
+        return None
+    return (f"{what} was started from another checkout, {recorded} (this is {here}); stop it from there, "
+            "or pass --force to stop it from here")
+
+
 @dataclass
 class ProcessRecord:
     """A process the lab started: its PID and a string its command line contains,
@@ -99,6 +117,7 @@ class LabState:
     keyring_sha256: str = ""
     created: float = field(default_factory=time.time)
     version: int = STATE_VERSION
+    checkout: str = field(default_factory=this_checkout)  # who started it (lab down from elsewhere refuses)
 
     def node(self, name: str) -> NodeState:
         for node in self.nodes:
@@ -158,6 +177,7 @@ class LabState:
             nodes.append(NodeState(**raw))
         values = {k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(cls)}}
         values["nodes"] = nodes
+        values.setdefault("checkout", "")  # recorded before labs named their checkout: no owner known
         for key in ("vde", "proxy", "repo_http"):
             values[key] = proc(values.get(key))
         return cls(**values)
@@ -178,10 +198,18 @@ def save_state(state: LabState, path: Path | None = None) -> Path:
 
 def load_state(path: Path | None = None) -> LabState | None:
     """The recorded lab, or None when no lab has been brought up."""
+    from gpuctl.errors import InputError
+    from gpuctl.fileio import load_json
+
     source = path or state_path()
     if not source.exists():
         return None
-    return LabState.from_dict(json.loads(source.read_text()))
+    data = load_json(source, what="lab state file")
+    try:
+        return LabState.from_dict(data)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise InputError(f"{source}: not a lab state file gpuctl can read ({exc}); stop the lab's processes "
+                         "by hand and remove it") from None
 
 
 def _proc_status(pid: int) -> str | None:

@@ -7,13 +7,13 @@ CSS and the inline SVG chart, no scripts, no external assets. JSON is the data i
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from gpuctl.errors import InputError
+from gpuctl.fileio import dumps_json
 from gpuctl.paths import templates_dir
 
 FORMATS = ("html", "md", "json")
@@ -47,7 +47,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
 
 def render(data: dict[str, Any], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps({k: v for k, v in data.items() if k != "chart_svg"}, indent=2, sort_keys=True) + "\n"
+        return dumps_json({k: v for k, v in data.items() if k != "chart_svg"}) + "\n"  # the one JSON writer
     if fmt == "md":
         return _env(False).get_template("report.md.j2").render(r=data)
     if fmt == "html":

@@ -26,6 +26,13 @@ def ensure_patched() -> bool:
         # module imported ssl before the runner could patch.
         log.debug("ssl was imported before gevent patching")
     monkey.patch_all()
+    # Ctrl-C, SIGTERM and SIGHUP arrive as a KeyboardInterrupt, often while the hub waits:
+    # the hub passes it to the main greenlet (gpuctl.cli.common.handle_errors finishes the
+    # run as interrupted) and need not print it as a traceback first.
+    from gevent.hub import Hub
+
+    if not issubclass(KeyboardInterrupt, Hub.NOT_ERROR):
+        Hub.NOT_ERROR = (*Hub.NOT_ERROR, KeyboardInterrupt)
     os.environ.setdefault("PYINFRA_PROGRESS", "off")
     return True
 

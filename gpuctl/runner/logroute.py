@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,8 +29,9 @@ def engine_logs_to(path: Path | None) -> Iterator[None]:
     if path is None:
         handler = logging.NullHandler()
     else:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-        os.chmod(path, 0o600)  # a run record's files are private whatever the umask
+        from gpuctl.fileio import write_private
+
+        write_private(path, "", append=True)  # 0600 whatever the umask; never through a symlink
         handler = logging.FileHandler(path, encoding="utf-8")
         handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     handler.setLevel(logging.INFO)

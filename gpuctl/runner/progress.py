@@ -26,6 +26,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 # At most this many host rows in the live table; beyond, only busy/failed hosts are listed.
 LIVE_HOST_ROWS = 16
@@ -201,7 +202,7 @@ class LiveDisplay(NullDisplay):
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console)
         self.task = self.progress.add_task("operations", total=None)
         self.live: Live | None = None
@@ -234,8 +235,9 @@ class LiveDisplay(NullDisplay):
             hidden = len(hosts) - len(shown)
         for h in shown:
             style = "red" if h.state == "failed" else "green" if h.state == "done" else ""
-            state = f"[{style}]{h.state}[/]" if style else h.state
-            table.add_row(h.name, state, h.role, h.error if h.state == "failed" else h.op)
+            # Text, not markup: an error or operation name may hold "[/]"
+            table.add_row(Text(h.name), Text(h.state, style=style), Text(h.role),
+                          Text(h.error if h.state == "failed" else h.op))
         parts: list[Any] = [self.progress.get_renderable(), table]
         if hidden:
             counts: dict[str, int] = {}

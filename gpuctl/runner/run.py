@@ -170,7 +170,8 @@ def execute(req: RunRequest, *, dry: bool, console: Console, confirm: ConfirmFn 
     prepared = validate(req, dry=dry)
     raise_nofile_limit(len(prepared.targets))
     _ensure_known_hosts(prepared.targets)
-    record = RunRecord.create(command, prepared.loaded.path, prepared.loaded.matrix.path, root=record_root)
+    record = RunRecord.create(command, prepared.loaded.path, prepared.loaded.matrix.path, root=record_root,
+                              cluster=prepared.loaded.inventory.cluster.name, inventory_text=prepared.loaded.text)
     deploy = load_provision_deploy()
     started = time.monotonic()
     display = make_display(console, req.as_json)

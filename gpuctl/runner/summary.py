@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from gpuctl.errors import ExitCode
 from gpuctl.redact import redact
@@ -97,12 +97,12 @@ class RunSummary:
         t.add_column("error")
         for n, h in self.hosts.items():
             style = {"ok": "green", "failed": "red", "unreachable": "red"}.get(h.status, "")
-            status = f"[{style}]{h.status}[/]" if style else h.status
+            status = Text(h.status, style=style)  # Text, not markup: cells here quote outside text
             if self.dry:
                 counts = [str(h.count("will change")), str(h.count("may change")), str(h.count("no change"))]
             else:
                 counts = [str(h.changed), str(h.unchanged), str(h.failed), "yes" if h.rebooted else "no"]
-            t.add_row(n, status, *counts, f"{h.seconds:.1f}s", escape(redact(h.error)))
+            t.add_row(Text(n), status, *counts, f"{h.seconds:.1f}s", Text(redact(h.error or "")))
         return t
 
     def skipped_roles_lines(self) -> list[str]:

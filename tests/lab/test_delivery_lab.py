@@ -58,8 +58,8 @@ def test_rebuild_fresh_node_to_the_lock(provisioned, lab, tmp_path):
     assert ssh_run("gpu-02", "dpkg-query -W nvidia-driver", state=lab).returncode != 0  # really fresh
     before = lk.drift(loaded, path=lock_file)
     assert any(d.node == "gpu-02" for d in before.items)  # the fresh node has nothing installed
-    code, out, err = gpuctl_json("rebuild", str(loaded.path), "--host", "gpu-02", "--lock-file", str(lock_file),
-                                 "--bench-suite", "none", runs=runs)
+    code, out, err = gpuctl_json("rebuild", str(loaded.path), "--yes", "--host", "gpu-02",
+                                 "--lock-file", str(lock_file), "--bench-suite", "none", runs=runs)
     assert out["provision"]["status"] == "ok", (out["provision"], err[-2000:])
     assert out["drift"]["status"] == "clean", out["drift"]
     assert out["verify"]["status"] == "pass", out["verify"]

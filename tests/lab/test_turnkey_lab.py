@@ -25,7 +25,7 @@ GPUCTL = [sys.executable, "-c", "from gpuctl.cli.entry import run; run()"]
 
 def _turnkey(inventory: Path, runs: Path, *extra: str) -> tuple[int, dict]:
     env = dict(os.environ, GPUCTL_RUNS_DIR=str(runs), NO_COLOR="1")
-    proc = subprocess.run([*GPUCTL, "turnkey", str(inventory), "--suite", "quick", "--json", *extra],
+    proc = subprocess.run([*GPUCTL, "turnkey", str(inventory), "--yes", "--suite", "quick", "--json", *extra],
                           capture_output=True, text=True, env=env, timeout=3600)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc.returncode, json.loads(proc.stdout)

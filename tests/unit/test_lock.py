@@ -150,7 +150,7 @@ def test_lock_path_beside_inventory():
     ("[1, 2]", "expected a mapping"),
     ("lock_version: 7\n", "lock_version 7"),
     ("lock_version: 1\nnodes: {}\n", "not a valid gpuctl lock file"),
-    ("a: [", "not YAML"),
+    ("a: [", "not valid YAML"),
 ])
 def test_bad_lock_files(text, match):
     with pytest.raises(InputError, match=match):
