@@ -31,6 +31,7 @@ THRESHOLD_NAMES: tuple[str, ...] = (
     "fio_randread_iops",
     "fio_seqwrite_gb_s",
     "train_mfu_fraction",
+    "train_scaling_efficiency",
 )
 
 
