@@ -283,7 +283,7 @@ class BenchRun:
         test = "training_multi_node"
         subject = Subject(node=f"{len(live)} nodes")
         head = live[0]
-        endpoint = suites.rdzv_endpoint(head)
+        endpoint = suites.rdzv_endpoint(head, self.suite.training_rdzv_port)
         self.training = {"nodes": [s.node for s in live], "endpoint": endpoint, "head": head.node}
         probes = remote.run_parallel({s.node: (self.targets[s.node], suites.torch_probe_script(self.train_env))
                                       for s in live}, 120)

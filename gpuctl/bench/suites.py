@@ -58,6 +58,7 @@ class Suite:
     training_rdzv_timeout_s: int = 180  # c10d join timeout: every launcher must have joined by then
     training_step_timeout_s: int = 120  # the process group's timeout: a collective waiting longer fails
     training_launch_timeout_s: int = 900  # each launcher is killed after this (rendezvous + steps + margin)
+    training_rdzv_port: int = TRAIN_RDZV_PORT
 
 
 SUITES: dict[str, Suite] = {
@@ -332,7 +333,7 @@ def ranks_per_node(spec: NodeSpec, suite: Suite, cuda: bool) -> int:
 
 
 def torchrun_argv(python: str, spec: NodeSpec, specs: Sequence[NodeSpec], suite: Suite, run_id: str,
-                  peak_tflops: float, cuda: bool, port: int = TRAIN_RDZV_PORT) -> list[str]:
+                  peak_tflops: float, cuda: bool) -> list[str]:
     """One node's launcher: `python -m torch.distributed.run` (torchrun) with c10d rendezvous
     on the first node of `specs` (that one hosts the store: is_host=1, the others 0), the
     join and read timeouts, no restarts, this node's fabric address as its local address."""
@@ -343,7 +344,8 @@ def torchrun_argv(python: str, spec: NodeSpec, specs: Sequence[NodeSpec], suite:
            f"is_host={is_host}"
     return [python, "-m", "torch.distributed.run",
             "--nnodes", str(len(specs)), "--nproc-per-node", str(ranks_per_node(spec, suite, cuda)),
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint(head, port), "--rdzv-id", rdzv_id(run_id),
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint(head, suite.training_rdzv_port),
+            "--rdzv-id", rdzv_id(run_id),
             "--rdzv-conf", conf, "--max-restarts", "0", "--local-addr", mpi_host(spec),
             program, *program_args(suite, peak_tflops)]
 
