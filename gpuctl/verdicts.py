@@ -985,6 +985,7 @@ class Launch:
     log: LauncherLog
     unreachable: str | None = None  # the node could not be reached to start it: why
     last_line: str = ""  # the launcher's last stderr line, for a failure its log does not explain
+    stopped: str | None = None  # the bench's watchdog stopped it after another launcher failed: why
 
 
 def judge_launchers(launches: Sequence[Launch], endpoint: str, head: str, subject: Subject = NODE) -> list[Verdict]:
@@ -998,9 +999,13 @@ def judge_launchers(launches: Sequence[Launch], endpoint: str, head: str, subjec
         if launch.unreachable is not None:
             text, rem = f"the training launcher could not be started: {launch.unreachable}", Remediation.RECONFIGURE
         elif launch.timed_out:
-            text = (f"the training launcher did not finish within {launch.timeout_s:.0f} s and was stopped "
-                    f"(a rank hung, or the rendezvous at {endpoint} on {head} never completed)"
-                    + (f"; it said: {said}" if said else ""))
+            if launch.stopped:
+                text = (f"the training launcher had not finished after {launch.duration_s:.0f} s and was stopped "
+                        f"({launch.stopped}; the rendezvous is at {endpoint} on {head})")
+            else:
+                text = (f"the training launcher did not finish within {launch.timeout_s:.0f} s and was stopped "
+                        f"(a rank hung, or the rendezvous at {endpoint} on {head} never completed)")
+            text += f"; it said: {said}" if said else ""
             rem = Remediation.RERUN
         elif launch.exit_status != 0:
             why = said or launch.last_line or "no output"

@@ -326,9 +326,12 @@ class BenchRun:
         program = program_text("train_smoke.py")
         limit = self.suite.training_launch_timeout_s
         self.progress(f"training across {len(live)} nodes: torchrun, rendezvous at {endpoint} on {head.node}")
-        results = remote.run_parallel(
+        # once one launcher has failed the others are given the per-collective timeout (+30 s)
+        # to report their own error, then stopped: the run never waits out the full limit
+        results = remote.run_parallel_watched(
             {s.node: (self.targets[s.node], suites.training_multi_node_script(s, live, argvs[s.node], self.record.id))
-             for s in live}, limit, stdin={s.node: program for s in live})
+             for s in live}, limit, stdin={s.node: program for s in live},
+            grace_s=self.suite.training_step_timeout_s + 30)
         launches: list[Launch] = []
         rank0: tuple[str, str, str] | None = None  # (node, raw path, stdout) of the launcher that printed rank 0
         raws: dict[str, str] = {}
@@ -338,7 +341,7 @@ class BenchRun:
             launches.append(Launch(s.node, res.exit_status, res.timed_out, res.duration_s, limit,
                                    parse_launcher_log(res.stdout, res.stderr),
                                    _reason(res) if res.unreachable else None,
-                                   (res.stderr.strip().splitlines() or [""])[-1][:240]))
+                                   (res.stderr.strip().splitlines() or [""])[-1][:240], res.stopped))
             if rank0 is None and any(line.startswith(('{"step"', '{"final"', '{"skipped"'))
                                      for line in res.stdout.splitlines()):
                 rank0 = (s.node, raws[s.node], res.stdout)

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from gpuctl.bench import suites
-from gpuctl.bench.remote import SshTarget
+from gpuctl.bench.remote import SshTarget, run_parallel_watched
 from gpuctl.bench.run import BenchRun
 from gpuctl.catalog import THRESHOLD_NAMES, Threshold, load_sku
 from gpuctl.errors import ParseError
@@ -282,6 +282,30 @@ def test_every_sku_has_the_scaling_floor() -> None:
     assert "train_scaling_efficiency" in THRESHOLD_NAMES
 
 
+def test_watchdog_stops_the_others_once_one_launcher_failed(tmp_path: Path) -> None:
+    """The launchers only succeed together: after one fails, the others get the grace period,
+    then are stopped (their whole process group) and say whose failure stopped them."""
+    local = {n: SshTarget(name=n, address="@local") for n in ("gpu-01", "gpu-02", "gpu-03")}
+    marker = tmp_path / "still-running"
+    jobs = {"gpu-01": (local["gpu-01"], "sleep 1; echo 'RendezvousTimeoutError' >&2; exit 1"),
+            "gpu-02": (local["gpu-02"], f"cat > /dev/null; sleep 60; touch {shlex.quote(str(marker))}"),
+            "gpu-03": (local["gpu-03"], "echo fine")}
+    started = time.monotonic()
+    got = run_parallel_watched(jobs, timeout_s=120, stdin={"gpu-02": "program text\n"}, grace_s=2)
+    assert time.monotonic() - started < 20
+    assert got["gpu-01"].exit_status == 1 and not got["gpu-01"].timed_out
+    assert got["gpu-02"].timed_out and got["gpu-02"].stopped is not None and "gpu-01 failed" in got["gpu-02"].stopped
+    assert got["gpu-03"].ok and got["gpu-03"].stopped is None
+    time.sleep(1)
+    assert not marker.exists()  # the stopped job's children went with it
+    launches = [Launch(n, r.exit_status, r.timed_out, r.duration_s, 120, parse_launcher_log(r.stdout, r.stderr),
+                       None, "", r.stopped) for n, r in got.items()]
+    msg = {v.subject.node: v.message for v in judge_launchers(launches, "10.0.0.11:29400", "gpu-01", SUBJECT)}
+    assert set(msg) == {"gpu-01", "gpu-02"}
+    assert "rendezvous failed: RendezvousTimeoutError" in msg["gpu-01"]
+    assert "was stopped (gpu-01 failed" in msg["gpu-02"]
+
+
 # ---------------------------------------------------------------- real: two launchers on this machine
 
 
@@ -378,14 +402,16 @@ def test_real_one_rank_different_fails_ranks_agree(tmp_path: Path, monkeypatch: 
 def test_real_blocked_rendezvous_port_fails_in_time_naming_the_nodes(tmp_path: Path) -> None:
     """The rendezvous port on the first node is taken by something that accepts and never
     answers: the first node cannot host the store (it fails at once, naming the rendezvous);
-    the second connects to the squatter and waits for an answer that never comes, so its
-    launcher is stopped at the launcher limit and named. Nothing hangs past the limit."""
+    the second connects to the squatter and waits for an answer that never comes, so the
+    watchdog stops its launcher once the first has failed and the grace period (the step
+    timeout + 30 s) is over, naming it. Nothing hangs."""
     specs = _local_two_nodes(tmp_path)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen(16)
         port = squatter.getsockname()[1]
-        suite = _suite(training_rdzv_port=port, training_rdzv_timeout_s=20, training_launch_timeout_s=60)
+        suite = _suite(training_rdzv_port=port, training_rdzv_timeout_s=20, training_step_timeout_s=10,
+                       training_launch_timeout_s=200)
         bench = _bench(tmp_path, specs, suite)
         started = time.monotonic()
         bench.run_training_multi_node(specs)
@@ -394,9 +420,9 @@ def test_real_blocked_rendezvous_port_fails_in_time_naming_the_nodes(tmp_path: P
     assert set(launchers) == {"gpu-01", "gpu-02"} and all(v.status is Status.FAIL for v in launchers.values())
     assert "rendezvous failed: " in launchers["gpu-01"].message, launchers["gpu-01"].message
     second = launchers["gpu-02"].message
-    assert "rendezvous failed: " in second or "did not finish within 60 s" in second, second
+    assert "rendezvous failed: " in second or "was stopped (gpu-01 failed" in second, second
     assert "on gpu-01" in second
-    assert took < 60 + 40, took  # the launcher limit (+ the local backstop), never longer
+    assert took < 120, took  # gpu-01's failure + the 40 s grace, far under the 200 s launcher limit
     assert any(v.check == "training" and v.status is Status.ERROR for v in bench.cluster.verdicts)
 
 
