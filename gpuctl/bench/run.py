@@ -16,6 +16,7 @@ status, stdout, stderr) go to `raw/<host>/<test>.txt`; the judged results to `st
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -83,6 +84,10 @@ class BenchRun:
                  progress: Progress | None = None, train_env: str = suites.TRAIN_ENV) -> None:
         self.loaded, self.specs, self.suite, self.record = loaded, list(specs), suite, record
         self.train_env = train_env
+        # the training program's scratch folder and rendezvous id: the run id (second-granular)
+        # plus a random token, so two benches started in the same second on one machine (the
+        # `@local` tier, parallel test runs) never write over each other's program
+        self.train_id = f"{record.id}-{secrets.token_hex(4)}"
         self.single_training: dict[str, TrainingFinal] = {}  # node → its own training run's final record
         self.training: dict[str, Any] = {}  # the multi-node training run, for bench.json
         self.by_name = {s.node: s for s in self.specs}
@@ -139,7 +144,7 @@ class BenchRun:
             tests.append(("dcgm_diag", "dcgm", suites.dcgm_script(), None))
         if self.suite.training:
             peak = self.loaded.sku.dense_bf16_tflops.value
-            tests.append(("training", "training", suites.training_script(spec, self.suite, run_id, peak,
+            tests.append(("training", "training", suites.training_script(spec, self.suite, self.train_id, peak,
                                                                          self.train_env),
                           program_text("train_smoke.py")))
         return tests
@@ -320,7 +325,7 @@ class BenchRun:
                              test, None, None)
             return
         peak = self.loaded.sku.dense_bf16_tflops.value
-        argvs = {s.node: suites.torchrun_argv(found[s.node].python, s, live, self.suite, self.record.id, peak, on_gpu)
+        argvs = {s.node: suites.torchrun_argv(found[s.node].python, s, live, self.suite, self.train_id, peak, on_gpu)
                  for s in live}
         self.training["argv"] = argvs
         program = program_text("train_smoke.py")
@@ -329,7 +334,7 @@ class BenchRun:
         # once one launcher has failed the others are given the per-collective timeout (+30 s)
         # to report their own error, then stopped: the run never waits out the full limit
         results = remote.run_parallel_watched(
-            {s.node: (self.targets[s.node], suites.training_multi_node_script(s, live, argvs[s.node], self.record.id))
+            {s.node: (self.targets[s.node], suites.training_multi_node_script(s, live, argvs[s.node], self.train_id))
              for s in live}, limit, stdin={s.node: program for s in live},
             grace_s=self.suite.training_step_timeout_s + 30)
         launches: list[Launch] = []

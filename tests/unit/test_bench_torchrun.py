@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -395,6 +396,16 @@ def test_real_one_rank_different_fails_ranks_agree(tmp_path: Path, monkeypatch: 
     assert got["train_ranks_agree"].status is Status.FAIL
     assert "(differs)" in got["train_ranks_agree"].message
     assert got["train_scaling_efficiency"].status is Status.ERROR  # no per-node run in this test
+    # the node-scoped knob (what a lab fault sets in one node's environment): local rank 1 of
+    # a one-machine run
+    monkeypatch.delenv("GPUCTL_TRAIN_TEST_CORRUPT_RANK")
+    python = _torch_python()
+    assert python is not None
+    proc = subprocess.run([python, str(ROOT / "gpuctl" / "bench" / "programs" / "train_smoke.py"), "--steps", "3",
+                           "--nproc", "2", "--device", "cpu"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "GPUCTL_TRAIN_TEST_CORRUPT_LOCAL_RANK": "1"})
+    final = parse_training_log(proc.stdout).final
+    assert final is not None and not final.ranks_agree, proc.stderr[-2000:]
 
 
 @pytest.mark.slow

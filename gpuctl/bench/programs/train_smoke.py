@@ -33,10 +33,11 @@ node (GPUCTL_NODE, set by gpuctl's launcher, else the host name), host and check
 Without PyTorch it prints `{"skipped": "no PyTorch"}` and exits 0. Standard library +
 torch only (no numpy).
 
-For gpuctl's own tests and lab faults only: GPUCTL_TRAIN_TEST_CORRUPT_RANK=<rank> adds a
-small offset to that rank's parameters after DDP's initial broadcast (what a GPU that
-corrupts its copy of the weights would do), so the ranks end the run with different
-parameters and the ranks-agree check must fail.
+For gpuctl's own tests and lab faults only: GPUCTL_TRAIN_TEST_CORRUPT_RANK=<rank> (a global
+rank) or GPUCTL_TRAIN_TEST_CORRUPT_LOCAL_RANK=<local rank> (in the environment of one node's
+launcher: that node's rank) adds a small offset to that rank's parameters after DDP's
+initial broadcast (what a GPU that corrupts its copy of the weights would do), so the ranks
+end the run with different parameters and the ranks-agree check must fail.
 """
 
 from __future__ import annotations
@@ -248,10 +249,12 @@ def gather_records(torch, dist, record: dict, world: int, device) -> list[dict]:
     return [json.loads(bytes(t.cpu().tolist()).rstrip(b"\0").decode()) for t in out]
 
 
-def corrupt_for_test(torch, model, rank: int) -> None:
-    """GPUCTL_TRAIN_TEST_CORRUPT_RANK (tests and lab faults only): offset this rank's weights."""
-    wanted = os.environ.get("GPUCTL_TRAIN_TEST_CORRUPT_RANK", "")
-    if wanted.strip() == str(rank):
+def corrupt_for_test(torch, model, rank: int, local_rank: int) -> None:
+    """GPUCTL_TRAIN_TEST_CORRUPT_RANK / _LOCAL_RANK (tests and lab faults only): offset this
+    rank's weights."""
+    wanted = os.environ.get("GPUCTL_TRAIN_TEST_CORRUPT_RANK", "").strip()
+    wanted_local = os.environ.get("GPUCTL_TRAIN_TEST_CORRUPT_LOCAL_RANK", "").strip()
+    if wanted == str(rank) or wanted_local == str(local_rank):
         with torch.no_grad():
             next(model.parameters()).add_(1e-3)
 
@@ -350,7 +353,7 @@ def worker(rank: int, world: int, args: argparse.Namespace, port: int | None, us
     model = build_model(torch, args).to(device)
     fpt = flops_per_token(model, args)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-    corrupt_for_test(torch, model, rank)
+    corrupt_for_test(torch, model, rank, local)
     gen = torch.Generator().manual_seed(args.seed * 1000 + rank)  # different data on every rank
     def show(step: int, loss: float, tps: float | None) -> None:
         if rank == 0:
@@ -395,6 +398,10 @@ def worker(rank: int, world: int, args: argparse.Namespace, port: int | None, us
         if args.peak_tflops > 0 and use_cuda:
             final["mfu"] = round(fpt * tps / (world * args.peak_tflops * 1e12), 6)
         emit(final)
+    # every rank leaves together: a rank tearing gloo down while a peer is still in its last
+    # collective aborted the peer ("terminate called without an active exception", SIGABRT,
+    # seen once in 4 two-launcher runs here) and left the other waiting
+    dist.barrier(device_ids=[local]) if use_cuda else dist.barrier()
     dist.destroy_process_group()
 
 
