@@ -453,3 +453,26 @@ def test_unreachable_second_node_is_named_before_any_launch(tmp_path: Path) -> N
     [v] = bench.cluster.verdicts
     assert v.status is Status.ERROR and "gpu-02: " in v.message and "gpu-01:" not in v.message
     assert not any(t["test"] == "training_multi_node" for t in bench.cluster.tests)  # nothing launched
+
+
+@pytest.mark.slow
+@needs_torch
+def test_real_llama_shape_learns_and_counts_its_flops() -> None:
+    """The Llama-shaped model (RoPE, RMSNorm, SwiGLU, no biases) learns the task on CPU/gloo,
+    its replicas agree, and its FLOPs per token are 6·N + 12·layers·d_model·seq with N its
+    non-embedding parameters: d_model 128, 2 layers, SwiGLU width 384 (2/3·4·128 → 64s)."""
+    python = _torch_python()
+    assert python is not None
+    proc = subprocess.run([python, str(ROOT / "gpuctl" / "bench" / "programs" / "train_smoke.py"), "--steps", "30",
+                           "--nproc", "2", "--device", "cpu", "--model", "llama"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = parse_training_log(proc.stdout)
+    assert result.final is not None and result.final.model == "llama" and result.final.ranks_agree
+    assert result.loss_end() < 0.8 * result.loss_start()
+    d, hidden, vocab = 128, 384, 32
+    per_layer = 4 * d * d + 3 * d * hidden + 2 * d  # wq wk wv wo, w1 w3 w2, two RMSNorm weights
+    n = 2 * per_layer + d + d * vocab  # final RMSNorm, output layer (untied, no bias)
+    assert result.final.model_flops_per_token == 6 * n + 12 * 2 * d * 64
+    print(f"\nllama 2 ranks CPU: loss {result.loss_start():.3f} -> {result.loss_end():.3f}, "
+          f"{result.final.tokens_per_s} tokens/s")
