@@ -81,9 +81,9 @@ def exit_code(status: str) -> ExitCode:
 class BenchRun:
     def __init__(self, loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite,
                  record: RunRecord, targets: dict[str, SshTarget] | None = None,
-                 progress: Progress | None = None, train_env: str = suites.TRAIN_ENV) -> None:
+                 progress: Progress | None = None, train_env: str | None = None) -> None:
         self.loaded, self.specs, self.suite, self.record = loaded, list(specs), suite, record
-        self.train_env = train_env
+        self.train_env = train_env  # None: each node's roles/train_env path (`train_env_path`)
         # the training program's scratch folder and rendezvous id: the run id (second-granular)
         # plus a random token, so two benches started in the same second on one machine (the
         # `@local` tier, parallel test runs) never write over each other's program
@@ -99,6 +99,11 @@ class BenchRun:
         self.progress = progress or (lambda msg: log.info("%s", msg))
 
     # ---------------------------------------------------------------- helpers
+
+    def env_path(self, spec: NodeSpec) -> str:
+        """The training environment the node's programs run with: the explicit `train_env`,
+        else the roles/train_env knob `train_env_path` as the inventory sets it."""
+        return self.train_env if self.train_env is not None else train_env_path(spec)
 
     def sku(self, spec: NodeSpec) -> Sku:
         return effective_sku(self.loaded.sku, spec)
@@ -145,7 +150,7 @@ class BenchRun:
         if self.suite.training:
             peak = self.loaded.sku.dense_bf16_tflops.value
             tests.append(("training", "training", suites.training_script(spec, self.suite, self.train_id, peak,
-                                                                         self.train_env),
+                                                                         self.env_path(spec)),
                           program_text("train_smoke.py")))
         return tests
 
@@ -290,7 +295,7 @@ class BenchRun:
         head = live[0]
         endpoint = suites.rdzv_endpoint(head, self.suite.training_rdzv_port)
         self.training = {"nodes": [s.node for s in live], "endpoint": endpoint, "head": head.node}
-        probes = remote.run_parallel({s.node: (self.targets[s.node], suites.torch_probe_script(self.train_env))
+        probes = remote.run_parallel({s.node: (self.targets[s.node], suites.torch_probe_script(self.env_path(s)))
                                       for s in live}, 120)
         found: dict[str, TorchProbe] = {}
         problems: list[str] = []
@@ -443,6 +448,18 @@ KIND_CHECK = {"nccl": "nccl", "bandwidth": "bandwidth", "fio": "fio", "gdsio": "
               "training": "training", "ib_write_bw": "ib_write_bw_gbit_s", "ib_write_lat": "ib_write_lat_us"}
 
 
+def train_env_path(spec: NodeSpec) -> str:
+    """roles/train_env's `train_env_path` for this node (inventory role_vars, else the role's
+    default). Read through `gpuctl.spec.train_env_knob` where this branch meets the branch
+    that added the role (i16-trainenv); before that, role_vars and `suites.TRAIN_ENV`, the
+    same default. Once merged, the fallback can go."""
+    try:
+        from gpuctl.spec import train_env_knob  # type: ignore[attr-defined]
+    except ImportError:
+        return str(spec.role_vars.get("train_env_path", suites.TRAIN_ENV))
+    return str(train_env_knob(spec, "train_env_path") or suites.TRAIN_ENV)
+
+
 def training_summary(result: Any, node0: str, single: dict[str, TrainingFinal]) -> dict[str, Any]:
     """The multi-node run's figures for bench.json: loss per step, every rank's node and
     checksum, tokens/s (all ranks, per rank), the per-node figures it is compared with, and the
@@ -486,7 +503,7 @@ def matrix_summary(spec: NodeSpec) -> dict[str, Any]:
 
 def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite, record: RunRecord,
               targets: dict[str, SshTarget] | None = None, progress: Progress | None = None,
-              train_env: str = suites.TRAIN_ENV) -> dict[str, Any]:
+              train_env: str | None = None) -> dict[str, Any]:
     """Run `suite` on `specs`, write `stages/bench.json` and return it.
 
     Shape: {suite, run_id, started, finished, status, inventory{path, sha256, cluster, sku, os,

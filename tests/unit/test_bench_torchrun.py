@@ -476,3 +476,12 @@ def test_real_llama_shape_learns_and_counts_its_flops() -> None:
     assert result.final.model_flops_per_token == 6 * n + 12 * 2 * d * 64
     print(f"\nllama 2 ranks CPU: loss {result.loss_start():.3f} -> {result.loss_end():.3f}, "
           f"{result.final.tokens_per_s} tokens/s")
+
+
+def test_training_environment_path_is_the_roles_knob(lab_specs: list[NodeSpec]) -> None:
+    """roles/train_env's `train_env_path` (inventory role_vars), else its default."""
+    from gpuctl.bench.run import train_env_path
+
+    assert train_env_path(lab_specs[0]) == "/opt/gpuctl/train-env"
+    moved = lab_specs[0].model_copy(update={"role_vars": {**lab_specs[0].role_vars, "train_env_path": "/srv/te"}})
+    assert train_env_path(moved) == "/srv/te"
