@@ -30,7 +30,14 @@ from gpuctl.bench.remote import CmdResult, SshTarget
 from gpuctl.catalog import Sku
 from gpuctl.errors import ExitCode, ParseError
 from gpuctl.inventory import LoadedInventory
-from gpuctl.parsers.training import TorchProbe, TrainingFinal, parse_launcher_log, parse_torch_probe, parse_training_log
+from gpuctl.parsers.training import (
+    TorchProbe,
+    TrainingFinal,
+    TrainingResult,
+    parse_launcher_log,
+    parse_torch_probe,
+    parse_training_log,
+)
 from gpuctl.runrecord import RunRecord, now_iso, sha256_file
 from gpuctl.spec import NodeSpec
 from gpuctl.verdicts import (
@@ -460,11 +467,12 @@ def train_env_path(spec: NodeSpec) -> str:
     return str(train_env_knob(spec, "train_env_path") or suites.TRAIN_ENV)
 
 
-def training_summary(result: Any, node0: str, single: dict[str, TrainingFinal]) -> dict[str, Any]:
+def training_summary(result: TrainingResult, node0: str, single: dict[str, TrainingFinal]) -> dict[str, Any]:
     """The multi-node run's figures for bench.json: loss per step, every rank's node and
     checksum, tokens/s (all ranks, per rank), the per-node figures it is compared with, and the
     torch / CUDA / NCCL versions that ran."""
     final = result.final
+    assert final is not None  # only called with a finished run
     return {
         "rank0_node": node0,
         "loss": [[s.step, s.loss] for s in result.steps],
