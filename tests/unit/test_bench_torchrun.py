@@ -12,6 +12,7 @@ rendezvous port taken, and a node that cannot be reached."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shlex
@@ -485,3 +486,64 @@ def test_training_environment_path_is_the_roles_knob(lab_specs: list[NodeSpec]) 
     assert train_env_path(lab_specs[0]) == "/opt/gpuctl/train-env"
     moved = lab_specs[0].model_copy(update={"role_vars": {**lab_specs[0].role_vars, "train_env_path": "/srv/te"}})
     assert train_env_path(moved) == "/srv/te"
+
+
+def _workers(rdzv_id: str, node: str) -> list[int]:
+    """PIDs of the torchrun workers of run `rdzv_id` started for `node` (from /proc environ)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = dict(v.split("=", 1) for v in (entry / "environ").read_bytes().decode(errors="replace").split("\0")
+                       if "=" in v)
+        except OSError:
+            continue
+        if env.get("TORCHELASTIC_RUN_ID") == rdzv_id and env.get("GPUCTL_NODE") == node and "LOCAL_RANK" in env:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+@needs_torch
+def test_real_hung_rank_names_its_node_in_bounded_time(tmp_path: Path) -> None:
+    """gpu-02's rank is frozen (SIGSTOP) mid-run: gpu-01's rank fails its next collective
+    after the step timeout (gloo names the peer it waited for) and its launcher exits; gpu-02's
+    launcher then either sees the rendezvous store on gpu-01 go away and fails, or is stopped
+    by the watchdog one grace period later. Both are named, the run ends in bounded time."""
+    import signal
+    import threading
+
+    specs = _local_two_nodes(tmp_path)
+    bench = _bench(tmp_path, specs, _suite(training_steps=100000, training_step_timeout_s=15,
+                                           training_launch_timeout_s=300))
+    rdzv = suites.rdzv_id(bench.train_id)
+    worker = threading.Thread(target=bench.run_training_multi_node, args=(specs,))
+    started = time.monotonic()
+    worker.start()
+    frozen: list[int] = []
+    try:
+        while not frozen and time.monotonic() - started < 120:
+            time.sleep(2)
+            frozen = _workers(rdzv, "gpu-02")
+        assert frozen, "gpu-02's worker never started"
+        time.sleep(15)  # well into its steps (torch import and rendezvous take ~10 s here)
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        worker.join(timeout=240)
+        took = time.monotonic() - started
+        assert not worker.is_alive(), "the run did not end"
+    finally:
+        for pid in frozen:  # never leave a stopped process behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        worker.join(timeout=60)
+    launchers = {v.subject.node: v for v in bench.cluster.verdicts if v.check == "train_launcher"}
+    assert set(launchers) == {"gpu-01", "gpu-02"}, [v.message for v in bench.cluster.verdicts]
+    second = launchers["gpu-02"].message
+    assert "was stopped (gpu-01 failed" in second or "rendezvous failed" in second, second
+    assert "exited with code" in launchers["gpu-01"].message or "killed by" in launchers["gpu-01"].message
+    # freeze at ~27 s + step timeout 15 s + grace 45 s + stop 10 s: far under the 300 s limit
+    assert took < 150, took
+    print(f"\nfrozen rank: run ended after {took:.0f} s; gpu-01: {launchers['gpu-01'].message[:200]}; "
+          f"gpu-02: {launchers['gpu-02'].message[:200]}")
