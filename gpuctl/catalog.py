@@ -32,6 +32,7 @@ THRESHOLD_NAMES: tuple[str, ...] = (
     "fio_randread_iops",
     "fio_seqwrite_gb_s",
     "train_mfu_fraction",
+    "train_scaling_efficiency",
 )
 
 

@@ -134,8 +134,12 @@ CASES = {
 }
 
 
+# thresholds judged from several logs together, with their own pass/impossible tests
+MULTI_LOG = {"train_scaling_efficiency": "tests/unit/test_bench_torchrun.py"}
+
+
 def test_cases_cover_every_threshold() -> None:
-    assert set(CASES) == set(THRESHOLD_NAMES)
+    assert set(CASES) | set(MULTI_LOG) == set(THRESHOLD_NAMES)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
