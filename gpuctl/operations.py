@@ -5,7 +5,10 @@ Every operation here takes the fact snapshot its role read once at the top of th
 (`gpuctl.facts.*`) instead of reading facts itself, so a role's no-op run costs one
 command per fact, not one per package or file. Each yields only the missing commands and
 calls `host.noop(...)` with the reason when there is nothing to do, so a converged host
-gets no commands. Arguments that reach a shell are quoted with `shlex.quote`.
+gets no commands. A command is built from an argv list and joined in one place, `sh()`
+(`shlex.join`); file contents come from templates rendered by `template_env()`, whose
+every interpolated value is refused if it holds a control character (a value can never
+add a line to a file), and go to the host with file operations, never through a shell.
 
 Why not `apt.packages`: it compares ``name=version`` against dpkg's version string and
 reads its own fact per call; here the comparison is the same exact string (epoch
@@ -26,6 +29,7 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
+from gpuctl.boundary import control_character
 from gpuctl.facts.packages import PackageSnapshot, normalize_evr
 from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
 from gpuctl.matrix import Package
@@ -41,18 +45,58 @@ APT_INSTALL = (
 DNF_INSTALL = "dnf install -y --disableplugin=versionlock"
 
 
+# ------------------------------------------------------------------ commands
+
+def sh(*argv: object) -> str:
+    """The one place a command line is made from an argv: every word quoted (`shlex.join`).
+    Compose pipelines from its results with literal `&&`, `||`, `;` and redirections."""
+    return shlex.join(str(a) for a in argv)
+
+
+def fstab_fields(*fields: object) -> str:
+    """One /etc/fstab line from its fields; ValueError when a field is empty or holds a blank
+    or control character (it would shift the fields or add a line)."""
+    out = [str(f) for f in fields]
+    for f in out:
+        if not f or any(c.isspace() for c in f) or control_character(f):
+            raise ValueError(f"refusing the fstab field {f!r}: empty, or holds a blank or control character")
+    return " ".join(out)
+
+
 # ------------------------------------------------------------------ templates
+
+class UnsafeValue(ValueError):
+    """A value holding a control character met a template: it would add a line to the file."""
+
+
+def _one_line(value: object) -> object:
+    if isinstance(value, str):
+        bad = control_character(value)
+        if bad:
+            raise UnsafeValue(f"refusing to write {value!r} into a file: it holds the control character {bad}")
+    return value
+
+
+def template_env(folder: str, *, trim: bool = True) -> jinja2.Environment:
+    """The Jinja environment every node file is rendered with: templates/<folder>/,
+    StrictUndefined, no autoescape (these are config files, not HTML) and a finalize that
+    refuses any interpolated string holding a control character."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir() / folder)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=trim,
+        lstrip_blocks=trim,
+        autoescape=False,
+        finalize=_one_line,
+    )
+    env.filters["q"] = lambda v: shlex.quote(str(v))  # a word of a shell script template
+    return env
+
 
 def render(role: str, template: str, **values: object) -> str:
     """Render templates/<role>/<template> with StrictUndefined (a missing value is an error)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir() / role)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env.get_template(template).render(**values)
+    return template_env(role).get_template(template).render(**values)
 
 
 def read_template_file(role: str, name: str) -> str:

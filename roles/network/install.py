@@ -34,7 +34,7 @@ from gpuctl.facts.network import (
     roce_v2_ipv4_gid_index,
 )
 from gpuctl.facts.storage import TextFile
-from gpuctl.paths import templates_dir
+from gpuctl.operations import sh, template_env
 from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,7 @@ def defaults() -> dict[str, Any]:
 
 @cache
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "network")),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    return template_env("network", trim=False)
 
 
 def render(template: str, **data: Any) -> str:
@@ -384,7 +383,7 @@ def install() -> None:
                 "roce-qos.service.j2", ports=", ".join(p["hca"] for p in qos_ports), script=script))
             unit_running(name=f"Enable {unit}", unit=unit)
             server.shell(name="Apply RoCE v2 mode, DSCP trust, PFC and ECN now",
-                         commands=["systemctl daemon-reload", f"systemctl restart {unit}"],
+                         commands=["systemctl daemon-reload", sh("systemctl", "restart", unit)],
                          _if=lambda: bool(s.did_change() or u.did_change()))
 
     # 6. firewall, 7. nccl.conf

@@ -20,7 +20,6 @@ import shlex
 from io import StringIO
 from typing import Any
 
-import jinja2
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, deploy, operation
 from pyinfra.facts.files import Sha256File
@@ -29,8 +28,7 @@ from pyinfra.operations import systemd
 
 from gpuctl.deploy_context import node_spec
 from gpuctl.mirror import user_ports
-from gpuctl.operations import role_knobs
-from gpuctl.paths import templates_dir
+from gpuctl.operations import render, role_knobs
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +39,7 @@ def knobs() -> dict[str, Any]:
 
 
 def render_conf(**values: Any) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "package_mirror")),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
-    return env.get_template("acng.conf.j2").render(**values)
+    return render("package_mirror", "acng.conf.j2", **values)
 
 
 @operation()
