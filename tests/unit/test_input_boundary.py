@@ -108,8 +108,8 @@ def test_any_control_character_anywhere_refused(ch: str) -> None:
         (with_role_vars(H100, f"  nvme_raid_mdadm_conf: {{apt: {q('/etc/mdadm/mdadm.conf' + ch)}}}"),
          r"role_vars\.nvme_raid_mdadm_conf\.apt"),
         (with_role_vars(H100, f"  base_packages_apt: [curl, {q('kmod' + ch)}]"), r"role_vars\.base_packages_apt\[1\]"),
-        (sub(H100, "racks:", f"thresholds:\n  nccl_allreduce_busbw_gb_s: {{min: 1, source: {q('x' + ch + 'y')}}}\n"
-             "racks:"), r"thresholds\.nccl_allreduce_busbw_gb_s\.source"),
+        (sub(H100, "racks:", f"thresholds:\n  all_reduce_busbw_gb_s: {{min: 1, source: {q('x' + ch + 'y')}}}\n"
+             "racks:"), r"thresholds\.all_reduce_busbw_gb_s\.source"),
     ]
     for text, field in cases:
         problems = assert_refused(text, field)
