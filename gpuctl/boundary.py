@@ -72,6 +72,22 @@ def control_problems(data: Any, smap: SourceMap) -> list[tuple[str, FieldPath, s
 
 # ------------------------------------------------------------------ paths
 
+#: Linux PATH_MAX (4096 with the NUL) and NAME_MAX: longer is never a real path.
+PATH_MAX = 4095
+NAME_MAX = 255
+
+
+def length_problem(value: str, what: str = "path") -> str | None:
+    """Why `value` is too long for a path on Linux (a component over NAME_MAX, the whole over
+    PATH_MAX); None when it is not."""
+    if len(value) > PATH_MAX:
+        return f"a {what} of {len(value)} characters (at most {PATH_MAX})"
+    longest = max((len(p) for p in value.split("/")), default=0)
+    if longest > NAME_MAX:
+        return f"a {what} with a {longest}-character component (at most {NAME_MAX})"
+    return None
+
+
 #: Folders no mount point and no path knob may be, or (except where a knob's own folder
 #: allows it) lie under: the OS, its package database, kernel interfaces, boot files.
 SYSTEM_DIRS: tuple[str, ...] = (
@@ -104,6 +120,9 @@ def path_problem(value: str, *, allowed: Iterable[str] = (), what: str = "path",
     None when it is. `extra_chars` are more characters allowed (e.g. `{}` of `{version}`)."""
     if not isinstance(value, str) or not value.startswith("/"):
         return f"{value!r} is not an absolute {what}"
+    too_long = length_problem(value, what)
+    if too_long:
+        return too_long
     chars = re.compile(rf"/[A-Za-z0-9_.+@=/{re.escape(extra_chars)}-]*") if extra_chars else _PATH_CHARS
     if not chars.fullmatch(value):
         return f"{value!r} holds a character no {what} needs (spaces, quotes, $, `, ;, |, &, <, >, *, ? ...)"

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuctl.boundary import catalog_name_problem, control_problems, mount_problem, mounts_overlap
+from gpuctl.boundary import catalog_name_problem, control_problems, length_problem, mount_problem, mounts_overlap
 from gpuctl.catalog import THRESHOLD_NAMES, Figure, Sku, Threshold, load_health, load_sku
 from gpuctl.errors import InputError
 from gpuctl.knobs import FLAG_KNOBS, knob_problems
@@ -120,6 +120,9 @@ class Ssh(_Strict):
     @field_validator("key", "known_hosts")
     @classmethod
     def _keypath(cls, v: str | None) -> str | None:
+        too_long = v and length_problem(v, "key path")
+        if too_long:
+            raise ValueError(too_long)
         return _check(_SAFE_KEY_PATH_RE, "key path", v)
 
 
@@ -406,7 +409,7 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
         if n.address == "@local":
             if sum(1 for m in inv.nodes if m.address == "@local") > 1:
                 err(("nodes", i, "address"), "only one node can be @local (this machine)")
-        elif not re.fullmatch(r"[A-Za-z0-9.:-]+", n.address):
+        elif not is_host(n.address):
             err(("nodes", i, "address"), f"'{n.address}' is not a host name or IP address")
         elif inv.management.cidr is not None:
             try:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.boundary import SYSTEM_DIRS, control_character, path_problem, under
+from gpuctl.boundary import NAME_MAX, SYSTEM_DIRS, control_character, path_problem, under
 
 Sub = tuple[str | int, ...]  # the part of the field path below role_vars.<key>
 
@@ -39,6 +39,8 @@ class Word:
     what: str
 
     def problem(self, value: str) -> str | None:
+        if len(value) > NAME_MAX:
+            return f"a {self.what} of {len(value)} characters (at most {NAME_MAX})"
         if re.fullmatch(self.pattern, value):
             return None
         return f"{value!r} is not a {self.what}"
@@ -215,7 +217,9 @@ VERSION = Word(r"[0-9][0-9A-Za-z.+~-]*", "version")
 SHA256 = Word(r"[0-9a-f]{64}", "sha256 (64 lowercase hex digits)")
 GROUP = Word(r"[a-z_][a-z0-9_-]{0,31}", "group name")
 ORIGIN = Word(r"[A-Za-z0-9][A-Za-z0-9._-]*", "repository origin")
-GLOB = Word(r"[A-Za-z0-9*?][A-Za-z0-9.+_*?-]*", "package-name glob")
+# a glob names a family of packages: at least three literal characters first (`*` alone
+# would pin every distribution package to the NVIDIA repository and block the rest)
+GLOB = Word(r"[A-Za-z0-9][A-Za-z0-9.+_-]{2,}[A-Za-z0-9.+_*?-]*", "package-name glob (3 letters or more, then * ?)")
 CMDLINE_WORD = Word(r"[A-Za-z0-9_.-]+(=[A-Za-z0-9_.,:+@/-]+)?", "kernel command-line word (name or name=value)")
 REPO_ID = Word(r"[A-Za-z0-9][A-Za-z0-9_.-]*", "repository id")
 

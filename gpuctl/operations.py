@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -91,7 +92,21 @@ def template_env(folder: str, *, trim: bool = True) -> jinja2.Environment:
         finalize=_one_line,
     )
     env.filters["q"] = lambda v: shlex.quote(str(v))  # a word of a shell script template
+    env.filters["word"] = shell_word  # a value a shell or systemd line takes as it is, or a refusal
     return env
+
+
+_SHELL_WORD = re.compile(r"[A-Za-z0-9_.,:+@=/-]+")
+
+
+def shell_word(value: object) -> str:
+    """`value` when it is one word no shell or systemd line reads specially (letters, digits,
+    `_ . , : + @ = / -`); UnsafeValue otherwise. For templates whose layout cannot take a
+    quoted word (inside double quotes, a unit's ExecStart)."""
+    text = str(value)
+    if not _SHELL_WORD.fullmatch(text):
+        raise UnsafeValue(f"refusing to write {text!r} into a script or unit: not a plain word")
+    return text
 
 
 def render(role: str, template: str, **values: object) -> str:

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory_text, role_defaults
@@ -275,3 +277,49 @@ def test_sudo_rule_newline_never_reaches_sudoers(fake, tmp_path) -> None:
                  responses={"visudo": ""})["gpu-01"]
     assert not any("mallory" in str(c) for c in h.files.values()), h.files
     assert h.status == "failed" and "refusing" in h.error, h.error
+
+
+# ------------------------------------------------------------------ fuzz: hostile knob values past validation
+
+def _role_of(knob: str) -> str:
+    return max((r for r in ROLE_ORDER if knob.startswith(r + "_")), key=len, default="")
+
+
+_STRING_KNOBS = sorted(k for k, v in role_defaults().items() if isinstance(v, str) and _role_of(k))
+_CONTROL = [chr(c) for c in (*range(0x20), 0x7F, 0x85)] + ["\u2028", "\u2029"]
+
+
+def _whole(value: str, command: str) -> bool:
+    """Wherever the value (or a part of it, like a path's folder) appears in the command, its
+    first hostile character stays in the same shell token as the marker before it: a word
+    split or a line break at the injection point would separate them."""
+    if "pwnQ" not in command:
+        return True
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return False
+    first = value[4]
+    heads = ("pwnQ" + first, "pwnQ" + repr(first)[1:-1])  # raw, or escaped in a message
+    return all(any(h in t for h in heads) for t in tokens if "pwnQ" in t)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(_STRING_KNOBS),
+       st.one_of(st.lists(st.sampled_from(_CONTROL), min_size=1, max_size=2).map("".join),
+                 st.sampled_from(["\ntouch /tmp/pwned\n", "'; id; '", "$(id)", " -f", "/../../etc/passwd"])))
+def test_fuzz_hostile_knob_past_validation_stays_one_token(fake, knob: str, payload: str) -> None:
+    """Validation bypassed (host data, a future source): a hostile value in any string knob
+    reaches no command except inside one token, and no file with its control character."""
+    role = _role_of(knob)
+    value = f"pwnQ{payload}"
+    specs = [s.model_copy(update={"roles": {r: "" for r in s.roles}, "role_vars": {knob: value}})
+             for s in fake.specs("h100-8x4.yaml", limit=("gpu-01",))]
+    for responses in (None, _responses(role, specs[0])):
+        h = fake.run(load_role(role).install, specs, responses=responses)["gpu-01"]
+        bad = [c for c in h.commands if not _whole(value, c)]
+        assert not bad, bad
+        if any(ch in payload for ch in _CONTROL):
+            leaks = [p for p, c in h.files.items() if isinstance(c, str) and value in c]
+            assert not leaks, leaks
