@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuctl.boundary import catalog_name_problem, control_problems, length_problem, mount_problem, mounts_overlap
+from gpuctl.boundary import catalog_name_problem, length_problem, mount_problem, mounts_overlap
 from gpuctl.catalog import THRESHOLD_NAMES, Figure, Sku, Threshold, load_health, load_sku
 from gpuctl.errors import InputError
 from gpuctl.knobs import FLAG_KNOBS, knob_problems
@@ -727,13 +727,9 @@ def knob_value_problem(default: Any, value: Any, flags: bool = False) -> str | N
 def validate_inventory_data(data: Any, smap: SourceMap, base_dir: Path) -> LoadedInventory:
     """Schema + semantic validation of already-parsed data (used by tests and lab).
 
-    First the typed boundary: a control character in any string of the document (any field,
-    any knob, at any depth, keys included) refuses the file before any value is interpreted."""
-    bad = control_problems(data, smap)
-    if bad:
-        problems_cc = [Problem(where, path, message) for where, path, message in bad]
-        raise InputError(f"{smap.file}: {len(problems_cc)} problem(s) in this inventory",
-                         [str(p) for p in problems_cc])
+    First the typed boundary (in validate_collecting): a control character in any string of
+    the document (any field, any knob, at any depth, keys included) refuses the file before
+    any value is interpreted."""
     model, problems = validate_collecting(Inventory, data, smap, "inventory")
     if model is None:
         raise InputError(f"{smap.file}: {len(problems)} problem(s) in this inventory", [str(p) for p in problems])

@@ -426,10 +426,15 @@ def role_knobs(role: str) -> dict[str, object]:
     host's pyinfra data (same key), else from `RunOptions.extra` (a YAML scalar/list in a
     string, e.g. ``{"nvidia_driver_reboot_delay_s": "0"}``), else from the inventory's
     `role_vars`. A per-OS / per-filesystem map override changes only the entries it names.
+    The inventory's values were judged at load (file:line, exit 2); host data and --extra
+    values are judged here by the same typed rule (`gpuctl.knobs.knob_problems`), and a
+    value it refuses raises InputError (the host fails before any command).
     """
     import yaml
 
     from gpuctl.deploy_context import node_spec, run_options
+    from gpuctl.errors import InputError
+    from gpuctl.knobs import knob_problems
     from gpuctl.paths import roles_dir
 
     path = roles_dir() / role / "defaults.yaml"
@@ -440,6 +445,12 @@ def role_knobs(role: str) -> dict[str, object]:
         override = host.data.get(key)
         if override is None and key in extra:
             override = yaml.safe_load(extra[key])
+        if override is not None:
+            bad = knob_problems(key, override)
+            if bad:
+                sub, message = bad[0]
+                where = ".".join([key, *map(str, sub)])
+                raise InputError(f"{where}: {message} (from host data or --extra; refused)")
         if override is None:
             override = node_spec().role_vars.get(key)
         if isinstance(value, dict) and isinstance(override, dict):

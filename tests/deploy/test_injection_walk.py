@@ -323,3 +323,16 @@ def test_fuzz_hostile_knob_past_validation_stays_one_token(fake, knob: str, payl
         if any(ch in payload for ch in _CONTROL):
             leaks = [p for p, c in h.files.items() if isinstance(c, str) and value in c]
             assert not leaks, leaks
+
+
+def test_extra_knob_values_go_through_the_same_typed_rule(fake) -> None:
+    """A knob given outside the inventory (--extra / host data) is judged like role_vars: the
+    initramfs command `rm -rf /` fails the host before any command, naming the knob."""
+    import test_role_nvme_raid as raid
+
+    from gpuctl.deploy_context import RunOptions
+
+    opts = RunOptions(extra={"nvme_raid_initramfs_command": "{apt: rm -rf /}"})
+    h = fake.run(load_role("nvme_raid").install, raid.specs(fake), responses=raid.responses(), options=opts)["gpu-01"]
+    assert h.status == "failed" and "nvme_raid_initramfs_command.apt" in h.error, h.error
+    assert not h.execute_commands, h.execute_commands

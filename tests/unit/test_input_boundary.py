@@ -240,3 +240,21 @@ def test_typed_knob_accepts_sane_values(body: str) -> None:
 def test_examples_with_other_mounts_still_validate() -> None:
     text = sub(H100, "mount: /raid}", "mount: /scratch/nvme}")
     load_inventory_text(sub(text, "mount: /lustre,", "mount: /mnt/lustre,"), "inv.yaml", base_dir=inventories_dir())
+
+
+@pytest.mark.parametrize("ch", ["\n", "\t", "\u2028"], ids=lambda c: f"U+{ord(c):04X}")
+def test_a_site_matrix_with_a_control_character_is_refused_with_its_line(tmp_path: Path, ch: str) -> None:
+    """Matrices (and SKUs) go through the same boundary: a site matrix beside the inventory
+    whose package version ends in a newline reached `apt-get install name=version\\n`."""
+    from gpuctl.inventory import load_inventory
+
+    matrix = (inventories_dir().parent / "matrices" / "r570-cuda12.8.yaml").read_text()
+    (tmp_path / "matrices").mkdir()
+    bad = sub(matrix, "fabricmanager: {version: 570.133.20,", f"fabricmanager: {{version: {q('570.133.20' + ch)},")
+    (tmp_path / "matrices" / "site.yaml").write_text(bad.replace("name: r570-cuda12.8", "name: site"))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(sub(H100, "matrix: r570-cuda12.8", "matrix: site"))
+    with pytest.raises(InputError) as exc:
+        load_inventory(inv)
+    text = "\n".join([str(exc.value), *exc.value.problems])
+    assert re.search(r"site\.yaml:\d+: fabricmanager\.version: .*control character", text), text
