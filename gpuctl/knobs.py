@@ -191,6 +191,8 @@ class Url:
     def problem(self, value: str) -> str | None:
         if value in self.words:
             return None
+        if any(c in value.replace("{version}", "") for c in "{}"):
+            return f"{value!r}: the only placeholder a URL here may hold is {{version}}"
         if re.fullmatch(rf"(?:{'|'.join(self.schemes)})://[A-Za-z0-9._~:/?#\[\]@!%+,=*{{}}-]+", value):
             return None
         return f"{value!r} is not {' or '.join(map(repr, self.words)) + ' or ' if self.words else ''}an " \
@@ -354,7 +356,7 @@ KNOBS: dict[str, Type | dict[str, Type]] = {
     # package_mirror
     "package_mirror_bind_address": Address(),
     "package_mirror_conf_file": Path(("/etc/apt-cacher-ng",)),
-    "package_mirror_cache_dir": Path(("/var/cache/apt-cacher-ng", "/srv", "/var/cache", "/data"), is_dir=True),
+    "package_mirror_cache_dir": Path(("/var/cache/apt-cacher-ng", "/srv", "/data"), is_dir=True),
     "package_mirror_packages": PACKAGE,
     "package_mirror_service": UNIT,
     # peermem

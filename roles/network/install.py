@@ -237,7 +237,7 @@ def nccl_conf(spec: NodeSpec, path: str) -> Any:
             if state.is_executing:
                 yield from _fail_commands(f"cannot render {path}: {why}")
             else:
-                yield StringCommand(f": render {path} once the RoCE v2 GID index is known ({why})")
+                yield StringCommand(sh(":", f"render {path} once the RoCE v2 GID index is known ({why})"))
             return
         note = f"NCCL_IB_GID_INDEX discovered: RoCE v2 IPv4 GID of {', '.join(p.hca for p in spec.fabric.ports)}"
     content = render("nccl.conf.j2", gid_note=note, settings=nccl_settings(spec, index))
