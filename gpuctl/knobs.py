@@ -358,6 +358,7 @@ KNOBS: dict[str, Type | dict[str, Type]] = {
     "package_mirror_conf_file": Path(("/etc/apt-cacher-ng",)),
     "package_mirror_cache_dir": Path(("/var/cache/apt-cacher-ng", "/srv", "/data"), is_dir=True),
     "package_mirror_packages": PACKAGE,
+    "package_mirror_user_ports": Word(r"[1-9][0-9]{0,4}", "port number"),
     "package_mirror_service": UNIT,
     # peermem
     "peermem_modules_load_file": Path(("/etc/modules-load.d",)),
@@ -409,10 +410,8 @@ def _judge(t: Type | None, value: Any, sub: Sub, out: list[tuple[Sub, str]], key
 def knob_problems(key: str, value: Any) -> list[tuple[Sub, str]]:
     """(sub-path, message) for each string of `value` that knob `key` does not take.
     Sub-paths are below role_vars.<key>: () for the value, ('apt',) for a map entry, (1,)
-    for a list item. An unknown key has no problems here (the caller names it)."""
-    if key not in KNOBS:
-        return []
-    out: list[tuple[Sub, str]] = []
+    for a list item. A string in a knob with no declared type is refused."""
+    out: list[tuple[Sub, str]] = []  # a knob without a type takes no string at all
     _judge(_type_of(key, None), value, (), out, key)
     return out
 

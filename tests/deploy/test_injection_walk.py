@@ -336,3 +336,13 @@ def test_extra_knob_values_go_through_the_same_typed_rule(fake) -> None:
     h = fake.run(load_role("nvme_raid").install, raid.specs(fake), responses=raid.responses(), options=opts)["gpu-01"]
     assert h.status == "failed" and "nvme_raid_initramfs_command.apt" in h.error, h.error
     assert not h.execute_commands, h.execute_commands
+
+
+@pytest.mark.parametrize("where", list(INJECTIONS))
+def test_package_mirror_never_writes_an_injected_line(fake, where: str) -> None:
+    from test_role_package_mirror import cache_host_spec
+
+    spec = _poison(cache_host_spec(), INJECTIONS[where])
+    h = fake.run(load_delivery_role("package_mirror").install, [spec])["gpu-01"]
+    _check_host(h)
+    assert (h.status != "ok" and "refusing" in h.error) or any("pwn" in c for c in h.commands), h.error

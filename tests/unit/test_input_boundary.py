@@ -151,6 +151,7 @@ def test_cli_exit_2_with_file_line_field(tmp_path: Path) -> None:
     ("  network_renderer: {debian12: 'ifupdown; id'}", r"role_vars\.network_renderer\.debian12"),
     ("  bench_tools_nccl_tests_source: 'https://x.example/{evil}.tar.gz'", r"role_vars\.bench_tools_nccl_tests_source"),
     ("  package_mirror_cache_dir: /var/cache", r"role_vars\.package_mirror_cache_dir"),
+    ("  package_mirror_user_ports: ['80', '80; id']", r"role_vars\.package_mirror_user_ports\[1\]"),
     ("  base_packages_apt: [curl, 'kmod;id']", r"role_vars\.base_packages_apt\[1\]"),
 ])
 def test_typed_knob_refused(body: str, field: str) -> None:
