@@ -228,15 +228,14 @@ def hold_packages(packages: Sequence[Package], snapshot: PackageSnapshot):
             return
         stale = sorted({p.name for p in todo} & snapshot.locked_names())
         if stale:
-            yield "dnf versionlock delete " + " ".join(shlex.quote(n) for n in stale)
-        yield "dnf versionlock add " + " ".join(
-            shlex.quote(f"{p.name}-{normalize_evr(p.version)}") for p in todo)
+            yield sh("dnf", "versionlock", "delete", *stale)
+        yield sh("dnf", "versionlock", "add", *(f"{p.name}-{normalize_evr(p.version)}" for p in todo))
         return
     todo = [p for p in pkgs if not snapshot.held(p.name, p.version)]
     if not todo:
         host.noop("already held: " + ", ".join(p.name for p in pkgs))
         return
-    yield "apt-mark hold " + " ".join(shlex.quote(p.name) for p in todo)
+    yield sh("apt-mark", "hold", *(p.name for p in todo))
 
 
 @operation(is_idempotent=False)
@@ -257,8 +256,8 @@ def dnf_module_enable(module: str, stream: str, enabled_streams: dict[str, str])
         host.noop(f"dnf module {module}:{stream} already enabled")
         return
     if module in enabled_streams:
-        yield f"dnf -y module reset {shlex.quote(module)}"
-    yield f"dnf -y module enable {shlex.quote(f'{module}:{stream}')}"
+        yield sh("dnf", "-y", "module", "reset", module)
+    yield sh("dnf", "-y", "module", "enable", f"{module}:{stream}")
 
 
 # ------------------------------------------------------------------ files
@@ -275,21 +274,21 @@ def write_file(path: str, content: str | None, states: dict[str, FileState], mod
     cur = states.get(path)
     if content is None:
         if cur is not None and cur.exists:
-            yield f"rm -f {shlex.quote(path)}"
+            yield sh("rm", "-f", path)
         else:
             host.noop(f"{path} already absent")
         return
     want = sha256_text(content)
     if cur is not None and cur.sha256 == want:
         if cur.mode != mode:
-            yield f"chmod {mode} {shlex.quote(path)}"
+            yield sh("chmod", mode, path)
         else:
             host.noop(f"{path} already up to date")
         return
     parent = path.rsplit("/", 1)[0] or "/"
-    yield f"mkdir -p {shlex.quote(parent)}"
+    yield sh("mkdir", "-p", parent)
     yield FileUploadCommand(StringIO(content), path, remote_temp_filename=host.get_temp_filename(path))
-    yield f"chown root:root {shlex.quote(path)} && chmod {mode} {shlex.quote(path)}"
+    yield f"{sh('chown', 'root:root', path)} && {sh('chmod', mode, path)}"
 
 
 # ------------------------------------------------------------------ services
@@ -305,19 +304,19 @@ def ensure_services(names: Sequence[str], states: dict[str, ServiceState], enabl
         return
     both = [n for n in to_enable if n in to_start]
     if both:
-        yield "systemctl enable --now " + " ".join(shlex.quote(n) for n in both)
+        yield sh("systemctl", "enable", "--now", *both)
     only_enable = [n for n in to_enable if n not in both]
     if only_enable:
-        yield "systemctl enable " + " ".join(shlex.quote(n) for n in only_enable)
+        yield sh("systemctl", "enable", *only_enable)
     only_start = [n for n in to_start if n not in both]
     if only_start:
-        yield "systemctl start " + " ".join(shlex.quote(n) for n in only_start)
+        yield sh("systemctl", "start", *only_start)
 
 
 @operation(is_idempotent=False)
 def restart_services(names: Sequence[str]):
     """Restart units (callers gate it with `_if=` on what changed)."""
-    yield "systemctl restart " + " ".join(shlex.quote(n) for n in names)
+    yield sh("systemctl", "restart", *names)
 
 
 # ------------------------------------------------------------------ kernel
@@ -330,7 +329,7 @@ def load_modules(names: Sequence[str], loaded: dict[str, LoadedModule]):
         host.noop(", ".join(names) + " already loaded")
         return
     for n in todo:
-        yield f"modprobe {shlex.quote(n)}"
+        yield sh("modprobe", n)
 
 
 @operation(is_idempotent=False)
@@ -382,7 +381,7 @@ def not_applicable(reason: str):
 @operation(is_idempotent=False)
 def sysctl_apply(path: str):
     """Load one sysctl drop-in now (gate with `_if=` on the file's change)."""
-    yield f"sysctl -q -p {shlex.quote(path)}"
+    yield sh("sysctl", "-q", "-p", path)
 
 
 # ------------------------------------------------------------------ downloads

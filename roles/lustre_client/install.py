@@ -21,7 +21,7 @@ from pyinfra.operations import files
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.packages import read_packages
 from gpuctl.facts.storage import KernelModuleVersion, MountSource, TextFile
-from gpuctl.operations import fail_host, fstab_fields, hold_packages, install_packages, render
+from gpuctl.operations import fail_host, fstab_fields, hold_packages, install_packages, render, sh
 from gpuctl.spec import LustreSpec
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def mounted(source: str, mount: str) -> Any:
     if now:
         yield from fail_host._inner(reason=f"{mount} is mounted from {now.get('source')}, not {source}")
         return
-    yield f"mkdir -p {shlex.quote(mount)} && mount {shlex.quote(mount)}"
+    yield f"{sh('mkdir', '-p', mount)} && {sh('mount', mount)}"
 
 
 @deploy("lustre_client: install")

@@ -141,7 +141,7 @@ def modules_loaded(names: list[str]) -> Any:
         host.noop(f"{', '.join(names)} loaded")
         return
     for n in missing:
-        yield f"modprobe {shlex.quote(n)}"
+        yield sh("modprobe", n)
 
 
 @operation()
@@ -160,7 +160,7 @@ def unit_running(unit: str) -> Any:
     if enabled == "enabled" and active == "active":
         host.noop(f"{unit} is enabled and active")
         return
-    yield f"systemctl daemon-reload && systemctl enable --now {shlex.quote(unit)}"
+    yield f"systemctl daemon-reload && {sh('systemctl', 'enable', '--now', unit)}"
 
 
 @operation()
@@ -174,19 +174,20 @@ def firewall_open(ifnames: list[str], udp_port: int | None) -> Any:
     cmds = []
     if fw.active == "firewalld":
         trusted = next((x.split(":", 1)[1].split() for x in fw.rules.splitlines() if "interfaces:" in x), [])
-        cmds += [f"firewall-cmd --permanent --zone=trusted --add-interface={shlex.quote(i)}"
+        cmds += [sh("firewall-cmd", "--permanent", "--zone=trusted", f"--add-interface={i}")
                  for i in ifnames if i not in trusted]
         if port and port not in fw.rules:
             cmds.append(f"firewall-cmd --permanent --zone=trusted --add-port={port}")
         if cmds:
             cmds.append("firewall-cmd --reload")
     elif fw.active == "ufw":
-        cmds += [f"ufw allow in on {shlex.quote(i)} comment gpuctl-fabric" for i in ifnames
+        cmds += [sh("ufw", "allow", "in", "on", i, "comment", "gpuctl-fabric") for i in ifnames
                  if f"on {i}" not in fw.rules]
         if port and port not in fw.rules:
             cmds.append(f"ufw allow {port} comment gpuctl-rdma")
     else:  # nftables: runtime rules in the standard inet filter input chain
-        cmds += [f"nft insert rule inet filter input iifname {shlex.quote(i)} accept comment gpuctl-fabric"
+        cmds += [sh("nft", "insert", "rule", "inet", "filter", "input", "iifname", i, "accept", "comment",
+                    "gpuctl-fabric")
                  for i in ifnames if f'iifname "{i}"' not in fw.rules]
         if port and "4791" not in fw.rules:
             cmds.append(f"nft insert rule inet filter input udp dport {udp_port} accept comment gpuctl-rdma")

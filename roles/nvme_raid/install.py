@@ -111,7 +111,7 @@ def mounted(array: str, mount: str) -> Any:
     if now:
         yield from _fail_commands(f"gpuctl: {mount} is mounted from {now.get('source')}, not {array}")
         return
-    yield f"mkdir -p {shlex.quote(mount)} && mount {shlex.quote(mount)}"
+    yield f"{sh('mkdir', '-p', mount)} && {sh('mount', mount)}"
 
 
 def _create_command(plan: RaidPlan, chunk_kib: int, name: str, metadata: str) -> str:
@@ -126,7 +126,7 @@ def _create_command(plan: RaidPlan, chunk_kib: int, name: str, metadata: str) ->
     return (
         f"for d in {checks}; do s=$(wipefs -i -O TYPE,OFFSET \"$d\") || exit 1; "
         "if [ -n \"$s\" ]; then echo \"gpuctl: refusing mdadm --create: $d now carries $s\" >&2; exit 1; fi; done; "
-        f"mdadm --create {shlex.quote(plan.array)} {' '.join(shlex.quote(o) for o in opts)} {checks}"
+        + sh("mdadm", "--create", plan.array, *opts, *plan.devices)
     )
 
 
@@ -178,7 +178,7 @@ def install() -> None:
         if plan.wipe:
             server.shell(
                 name=f"Erase signatures on {', '.join(plan.wipe)} (storage.raid.wipe with --allow-wipe)",
-                commands=[f"wipefs -a {shlex.quote(w)}" for w in plan.wipe],
+                commands=[sh("wipefs", "-a", w) for w in plan.wipe],
             )
         made = server.shell(
             name=f"Create {plan.array} RAID{plan.level} over {', '.join(plan.devices)}",
@@ -192,8 +192,7 @@ def install() -> None:
     elif plan.action == "assemble":
         server.shell(
             name=f"Assemble {plan.array} (UUID {plan.uuid}) from {', '.join(plan.devices)}",
-            commands=[f"mdadm --assemble {shlex.quote(plan.array)} --uuid={shlex.quote(plan.uuid or '')} "
-                      + " ".join(shlex.quote(x) for x in plan.devices)],
+            commands=[sh("mdadm", "--assemble", plan.array, f"--uuid={plan.uuid or ''}", *plan.devices)],
         )
 
     conf = mdadm_conf(name=f"Record {plan.array} in {d['nvme_raid_mdadm_conf'][pm]}", array=plan.array,

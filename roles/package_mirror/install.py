@@ -28,7 +28,7 @@ from pyinfra.operations import systemd
 
 from gpuctl.deploy_context import node_spec
 from gpuctl.mirror import user_ports
-from gpuctl.operations import render, role_knobs
+from gpuctl.operations import render, role_knobs, sh
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def put_text(path: str, content: str, current_sha256: str | None):
         host.noop(f"{path} is up to date")
         return
     yield FileUploadCommand(StringIO(content), path)
-    yield f"chmod 0644 {shlex.quote(path)}"
+    yield sh("chmod", "0644", path)
 
 
 @deploy("package_mirror")
