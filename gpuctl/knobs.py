@@ -363,6 +363,17 @@ KNOBS: dict[str, Type | dict[str, Type]] = {
     # peermem
     "peermem_modules_load_file": Path(("/etc/modules-load.d",)),
     "peermem_module": MODULE,
+    # the training environment and its wheelhouse (roles/train_env, package_mirror_wheels*):
+    # typed here ahead of the branch that adds them (i16-trainenv), so they are not refused
+    # as untyped once both are merged
+    "package_mirror_wheels_dir": Path(("/var/cache/gpuctl-wheels", "/srv", "/data"), is_dir=True),
+    "train_env_path": Path(("/opt/gpuctl",)),
+    "train_env_lock_file": Path(("/opt/gpuctl",)),
+    "train_env_probe_file": Path(("/opt/gpuctl",)),
+    "train_env_profile_file": Path(("/etc/profile.d",)),
+    "train_env_index_url": Url(schemes=("https", "http", "file"), words=("",)),
+    "train_env_python_package": Word(r"[A-Za-z0-9][A-Za-z0-9.+_~-]*(\{python\}[A-Za-z0-9.+_~-]*)?",
+                                     "package name ({python} allowed)"),
 }
 
 #: Knobs whose value is a list of tokens (a flags knob): its string default is not one word.

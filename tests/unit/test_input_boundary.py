@@ -216,7 +216,6 @@ def test_every_string_knob_has_a_type_and_its_default_passes_it() -> None:
     defaults = role_defaults()
     untyped = [k for k, v in defaults.items() if strings(v) and k not in KNOBS]
     assert not untyped, untyped
-    assert not [k for k in KNOBS if k not in defaults], "typed knobs that no role has"
     bad = {k: knob_problems(k, v) for k, v in defaults.items() if knob_problems(k, v)}
     assert not bad, bad
 
