@@ -70,7 +70,8 @@ class UnsafeValue(ValueError):
     """A value holding a control character met a template: it would add a line to the file."""
 
 
-def _one_line(value: object) -> object:
+def one_line_value(value: object) -> object:
+    """A Jinja `finalize`: every interpolated string must hold no control character."""
     if isinstance(value, str):
         bad = control_character(value)
         if bad:
@@ -89,7 +90,7 @@ def template_env(folder: str, *, trim: bool = True) -> jinja2.Environment:
         trim_blocks=trim,
         lstrip_blocks=trim,
         autoescape=False,
-        finalize=_one_line,
+        finalize=one_line_value,
     )
     env.filters["q"] = lambda v: shlex.quote(str(v))  # a word of a shell script template
     env.filters["word"] = shell_word  # a value a shell or systemd line takes as it is, or a refusal

@@ -20,6 +20,7 @@ import shlex
 from io import StringIO
 from typing import Any
 
+import jinja2
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, deploy, operation
 from pyinfra.facts.files import Sha256File
@@ -28,7 +29,8 @@ from pyinfra.operations import systemd
 
 from gpuctl.deploy_context import node_spec
 from gpuctl.mirror import user_ports
-from gpuctl.operations import render, role_knobs, sh
+from gpuctl.operations import one_line_value, role_knobs
+from gpuctl.paths import templates_dir
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,10 @@ def knobs() -> dict[str, Any]:
 
 
 def render_conf(**values: Any) -> str:
-    return render("package_mirror", "acng.conf.j2", **values)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "package_mirror")),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True, finalize=one_line_value)
+    return env.get_template("acng.conf.j2").render(**values)
 
 
 @operation()
@@ -59,7 +64,7 @@ def put_text(path: str, content: str, current_sha256: str | None):
         host.noop(f"{path} is up to date")
         return
     yield FileUploadCommand(StringIO(content), path)
-    yield sh("chmod", "0644", path)
+    yield f"chmod 0644 {shlex.quote(path)}"
 
 
 @deploy("package_mirror")
