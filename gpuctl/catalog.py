@@ -290,7 +290,13 @@ def sku_names() -> list[str]:
 
 @cache
 def load_sku(name: str) -> Sku:
-    """The SKU named `name`; InputError naming the known SKUs if there is none."""
+    """The SKU named `name`; InputError naming the known SKUs if there is none. Only a plain
+    catalog name is looked up (never a path: `../../x` would load any YAML file as a SKU)."""
+    from gpuctl.boundary import catalog_name_problem
+
+    problem = catalog_name_problem(name, "SKU")
+    if problem:
+        raise InputError(problem)
     path = _skus_dir() / f"{name}.yaml"
     if not path.is_file():
         raise InputError(f"unknown SKU '{name}'; known: {', '.join(sku_names())}")
