@@ -124,6 +124,12 @@ def _smi_figures(r: NvidiaSmiResult) -> list[Figure]:
             Figure(p + "remapped_rows_pending", g.remap_pending),
             Figure(p + "remapped_rows_failure", g.remap_failure),
         ]
+        if g.clock_events is not None:
+            out.append(Figure(p + "clock_events_active", [n for n, on in g.clock_events if on]))
+        if g.fabric_state or g.fabric_status or g.fabric_clique_id or g.fabric_cluster_uuid:
+            out += [Figure(p + "fabric_state", g.fabric_state), Figure(p + "fabric_status", g.fabric_status),
+                    Figure(p + "fabric_clique_id", g.fabric_clique_id),
+                    Figure(p + "fabric_cluster_uuid", g.fabric_cluster_uuid)]
     return out
 
 
@@ -255,7 +261,11 @@ _SIGNS: dict[str, tuple[re.Pattern[str], ...]] = {
     "topo": (re.compile(r"^GPU0\s+X\s", re.M),),
     # "==============NVSMI LOG==============" / "Attached GPUs : 8" + "GPU 00000000:18:00.0"
     "nvidia-smi-q": (re.compile(r"NVSMI LOG"),
-                     re.compile(r"^Attached GPUs\s*:.*\n(?:.*\n)*?GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M)),
+                     re.compile(r"^Attached GPUs\s*:.*\n(?:.*\n)*?GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M),
+                     # a grepped section: "    Fabric" + "        State  : Completed",
+                     # "    Clocks Throttle Reasons" + "        Idle  : Active"
+                     re.compile(r"^[ \t]*(?:Fabric|Clocks (?:Event|Throttle) Reasons)[ \t]*\n[ \t]+(?:State|Idle)\s+:",
+                                re.M)),
     # "<nvidia_smi_log>"
     "nvidia-smi-xml": (re.compile(r"<nvidia_smi_log>"),),
     # "index, name, pci.bus_id, memory.total [MiB]" / "0, NVIDIA H200, 00000000:00:06.0, 580.159.04, ..."

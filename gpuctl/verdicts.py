@@ -529,6 +529,106 @@ def _link_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Verdi
     return out
 
 
+CLOCK_EVENTS_SOURCE = ("NVML API reference, nvmlClocksEventReasons (docs.nvidia.com/deploy/nvml-api/"
+                       "group__nvmlClocksEventReasons.html): HW Slowdown halves the clocks or more (temperature, "
+                       "external power brake, power draw above Fast Trigger); HW Thermal / HW Power Brake / SW Thermal "
+                       "Slowdown name the cause; Idle, SW Power Cap, Applications Clocks Setting, Sync Boost and "
+                       "Display Clock Setting are settings or idle, not faults")
+# clock event reasons that are faults, with what to do; the others are settings or idle
+_CLOCK_FAULTS: dict[str, tuple[Remediation, str]] = {
+    "HW Slowdown": (Remediation.RESEAT_OR_REPLACE, "check the GPU's power cables, PSUs and cooling"),
+    "HW Thermal Slowdown": (Remediation.RESEAT_OR_REPLACE, "over temperature: check fans, airflow, heatsink seating"),
+    "HW Power Brake Slowdown": (Remediation.RESEAT_OR_REPLACE,
+                                "external power brake asserted: check the PSUs and the board's power cables"),
+    "SW Thermal Slowdown": (Remediation.RESEAT_OR_REPLACE,
+                            "the driver holds clocks down for temperature: check fans, airflow, heatsink seating"),
+}
+
+
+def judge_clock_events(gpu: GpuInfo, node: Subject = NODE) -> list[Verdict]:
+    """One GPU's active clock event (throttle) reasons: a HW/thermal slowdown fails the GPU;
+    a setting or idle is a note. Idle and idle-clock reasons mean something only on a
+    load-free sample (a health check samples with nothing running); a slowdown is a fault
+    whenever it is seen. [] when the output has no clock event section."""
+    if gpu.clock_events is None:
+        return []
+    subject = _gpu_subject(gpu, node)
+    active = [name for name, on in gpu.clock_events if on]
+    faults = [n for n in active if n in _CLOCK_FAULTS]
+    notes = [n for n in active if n not in _CLOCK_FAULTS]
+    check = "clock_event_reasons"
+    if faults:
+        rem = _CLOCK_FAULTS[faults[-1]][0]
+        what = "; ".join(f"{n}: {_CLOCK_FAULTS[n][1]}" for n in faults)
+        return [judge_fact(check, False, value=", ".join(faults), expected="no HW/thermal slowdown", subject=subject,
+                           source=CLOCK_EVENTS_SOURCE, remediation=rem,
+                           message=f"clocks held down: {what}"
+                                   + (f" (also active, not faults: {', '.join(notes)})" if notes else ""))]
+    shown = ", ".join(notes) if notes else "none"
+    return [Verdict(check, Status.PASS, subject, shown, "no HW/thermal slowdown", "", CLOCK_EVENTS_SOURCE,
+                    Remediation.NONE, f"{subject.label()}: {check}: no HW or thermal slowdown; active: {shown}"
+                    + (" (settings or idle, not faults; idle reasons mean something only on a load-free sample)"
+                       if notes else ""))]
+
+
+FABRIC_SOURCE = ("NVML nvmlGpuFabricInfo_v2_t/_v3_t (docs.nvidia.com/deploy/nvml-api): state is Not Started, In "
+                 "Progress or Completed; status is to be checked once state is Completed; v3 adds a health summary; "
+                 "clique ID with cluster UUID "
+                 "identify the NVLink domain (NVIDIA/nccl#1301: the clique ID alone is not unique)")
+_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def judge_fabric(gpus: Sequence[GpuInfo], sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """The Fabric section of each GPU: a GPU that reports a fabric state (NVSwitch and
+    multi-node NVLink systems; others print N/A) must be Completed with Status Success; on
+    a SKU with NVSwitch a GPU without any fabric state fails too. Where any GPU names a
+    (non-zero) cluster UUID the node is part of a multi-node NVLink domain: every GPU must
+    report a clique ID and cluster UUID, and all GPUs of the node the same ones."""
+    nvswitch = bool(sku is not None and sku.nvlink.nvswitch)
+    out: list[Verdict] = []
+    for gpu in gpus:
+        s = _gpu_subject(gpu, subject)
+        state, status = gpu.fabric_state, gpu.fabric_status
+        if not gpu.fabric_section or (state is None and not nvswitch):
+            continue
+        ok = state == "Completed" and status == "Success"
+        if state is None:
+            # NVML reports the fabric state for Hopper and later only: an A100 HGX prints N/A too
+            out.append(judge_fact("fabric_state", False, value="N/A", expected="Completed/Success", subject=s,
+                                  source=FABRIC_SOURCE, remediation=Remediation.RECONFIGURE, warn_only=True,
+                                  message="no fabric state reported on an NVSwitch SKU: on Hopper and later, check "
+                                          "that nvidia-fabricmanager is installed and running (GPUs before "
+                                          "Hopper do not report it)"))
+            continue
+        if state != "Completed":
+            why = (f"fabric registration {state}: nvidia-fabricmanager has not finished (check the service and its "
+                   "log; CUDA fails with 'system not yet initialized' until it does)")
+        else:
+            why = f"fabric state Completed with status {status!r}: the NVLink fabric failed to set up this GPU"
+        out.append(judge_fact("fabric_state", ok, value=f"{state}/{status}", expected="Completed/Success", subject=s,
+                              source=FABRIC_SOURCE + (f"; {sku.nvlink.source}" if nvswitch and sku else ""),
+                              remediation=Remediation.REBOOT, message=why))
+        if gpu.fabric_health is not None:
+            out.append(judge_fact("fabric_health", gpu.fabric_health != "Unhealthy", value=gpu.fabric_health,
+                                  expected="not Unhealthy", subject=s, source=FABRIC_SOURCE,
+                                  remediation=Remediation.RESEAT_OR_REPLACE,
+                                  message="fabric health summary Unhealthy: an NVLink route or link of this GPU "
+                                          "is degraded (nvidia-smi -q Fabric / Health, nvidia-smi nvlink -e)"))
+    clusters = {g.fabric_cluster_uuid for g in gpus if g.fabric_cluster_uuid not in (None, _ZERO_UUID)}
+    if clusters:
+        ids = {(g.fabric_clique_id, g.fabric_cluster_uuid) for g in gpus}
+        missing = [g for g in gpus if g.fabric_clique_id is None or g.fabric_cluster_uuid in (None, _ZERO_UUID)]
+        ok = not missing and len(ids) == 1
+        value = "; ".join(f"clique {c} cluster {u}" for c, u in sorted(ids, key=str))
+        out.append(judge_fact(
+            "fabric_clique", ok, value=value, expected="one clique and cluster for all GPUs", subject=subject,
+            source=FABRIC_SOURCE, remediation=Remediation.REBOOT,
+            message=(f"{', '.join(g.label for g in missing)} without a clique ID or cluster UUID" if missing else
+                     f"the node's GPUs are in {len(ids)} cliques ({value})")
+            + ": multi-node NVLink needs every GPU of a node in one clique (check the IMEX/fabric manager setup)"))
+    return out
+
+
 def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """ECC, retired pages and row remapping against `load_health()` always; with a SKU,
     GPU count, model, memory and PCIe generation/width, each naming GPU and bus id.
@@ -546,9 +646,11 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
         out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
                               source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
                               message=f"{n} GPUs visible, the SKU {sku.name} has {sku.gpu.count}"))
+    out.extend(judge_fabric(result.gpus, sku, subject))
     for gpu in result.gpus:
         s = _gpu_subject(gpu, subject)
         out.extend(_health_verdicts(gpu, health, s))
+        out.extend(judge_clock_events(gpu, subject))
         if sku is None:
             out.extend(_link_verdicts(gpu, health, s))
             continue

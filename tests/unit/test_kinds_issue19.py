@@ -1,0 +1,121 @@
+"""Issue 19: `gpuctl analyze` kinds for the health tools' outputs, each on real public samples
+(tests/data/fixtures/*/SOURCES.md): a parser test and a verdict test per kind.
+
+Where no public sample shows the fault, a real healthy sample is edited in the test (one
+field of one GPU or port) so the fault is on a known subject; each such edit is marked."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpuctl.analyze import analyze_text
+from gpuctl.catalog import load_sku
+from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
+from gpuctl.verdicts import Status, judge_clock_events, judge_fabric
+
+FIX = Path(__file__).parents[1] / "data" / "fixtures"
+
+
+def text(rel: str) -> str:
+    return (FIX / rel).read_text()
+
+
+def failed(a: object) -> list:
+    return [v for v in a.verdicts if v.status is Status.FAIL]  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- 1. clock event (throttle) reasons
+
+H100_8 = "nvidia_smi/nvidia-smi-q-h100-8gpu-535.183.txt"
+KUBEFLOW68 = "nvidia_smi/nvidia-smi-q-grep-clocks-throttle-reasons-idle-kubeflow68.txt"
+AZHPC506 = "nvidia_smi/nvidia-smi-q-grep-fabric-completed-insufficient-resources-azhpc506.txt"
+
+
+def _edit_gpu(raw: str, gpu: int, key: str, new: str) -> str:
+    """`raw` with the value of the first `key :` line in the block of the `gpu`-th GPU set to
+    `new` (a test edit)."""
+    parts = raw.split("\nGPU 0000")
+    parts[gpu + 1], n = re.subn(rf"(\n\s+{re.escape(key)}\s+:) [^\n]*", rf"\1 {new}", parts[gpu + 1], count=1)
+    assert n == 1
+    return "\nGPU 0000".join(parts)
+
+
+def test_clock_events_parsed_from_both_section_names() -> None:
+    old = parse_nvidia_smi_q(text(KUBEFLOW68))
+    assert old.gpus[0].clock_events is not None
+    assert dict(old.gpus[0].clock_events) == {
+        "Idle": True, "Applications Clocks Setting": False, "SW Power Cap": False, "HW Slowdown": False,
+        "HW Thermal Slowdown": False, "HW Power Brake Slowdown": False, "Sync Boost": False,
+        "SW Thermal Slowdown": False}
+    assert old.partial and "not named" in old.partial  # a grep has no 'GPU <bus id>' line
+    new = parse_nvidia_smi_q(text(H100_8))  # 535: "Clocks Event Reasons"
+    assert len(new.gpus) == 8 and all(dict(g.clock_events or ())["HW Slowdown"] is False for g in new.gpus)
+
+
+def test_idle_is_a_note_and_a_hw_slowdown_fails_its_gpu_only() -> None:
+    idle = analyze_text("nvidia-smi-q", text(KUBEFLOW68))
+    (v,) = [v for v in idle.verdicts if v.check == "clock_event_reasons"]
+    assert v.status is Status.PASS and v.value == "Idle" and "load-free" in v.message
+    # real: GPU 2 of this 8x H100 sample has HW Power Brake and SW Thermal Slowdown active (with SW Power Cap)
+    a = analyze_text("nvidia-smi-q", text(H100_8))
+    bad = [v for v in a.verdicts if v.check == "clock_event_reasons" and v.status is Status.FAIL]
+    assert [(v.subject.gpu, v.subject.bus_id) for v in bad] == [(2, "00000000:75:00.0")]
+    assert bad[0].value == "HW Power Brake Slowdown, SW Thermal Slowdown"
+    assert "PSU" in bad[0].message and "fans" in bad[0].message and "not faults: SW Power Cap" in bad[0].message
+    assert bad[0].remediation.value == "reseat_or_replace"
+    # test edit: the same output with GPU 6's HW Thermal Slowdown active as well
+    raw = _edit_gpu(text(H100_8), 6, "HW Thermal Slowdown", "Active")
+    verdicts = [v for g in parse_nvidia_smi_q(raw).gpus for v in judge_clock_events(g)]
+    assert [v.subject.gpu for v in verdicts if v.status is Status.FAIL] == [2, 6]
+
+
+def test_sw_power_cap_is_not_a_fault() -> None:
+    raw = _edit_gpu(text(H100_8), 0, "SW Power Cap", "Active")  # test edit
+    (v,) = judge_clock_events(parse_nvidia_smi_q(raw).gpus[0])
+    assert v.status is Status.PASS and "SW Power Cap" in str(v.value)
+
+
+# ---------------------------------------------------------------- 3. the Fabric section
+
+
+def test_fabric_fields_parsed() -> None:
+    g = parse_nvidia_smi_q(text("nvidia_smi/nvidia-smi-q-grep-fabric-clique2-health-unhealthy-dra626.txt")).gpus[0]
+    assert (g.fabric_state, g.fabric_status, g.fabric_clique_id, g.fabric_cluster_uuid, g.fabric_health) == (
+        "Completed", "Success", "2", "dc6e40c4-d722-4357-9ba6-5291dd461278", "Unhealthy")
+    assert all(g.fabric_state == "Completed" for g in parse_nvidia_smi_q(text(H100_8)).gpus)
+
+
+def test_fabric_status_not_success_fails() -> None:
+    a = analyze_text("nvidia-smi-q", text(AZHPC506))
+    (v,) = failed(a)
+    assert v.check == "fabric_state" and v.value == "Completed/Insufficient Resources"
+
+
+def test_fabric_health_unhealthy_fails_and_one_clique_passes() -> None:
+    a = analyze_text("nvidia-smi-q", text("nvidia_smi/nvidia-smi-q-grep-fabric-clique2-health-unhealthy-dra626.txt"))
+    assert [v.check for v in failed(a)] == ["fabric_health"]
+    (clique,) = [v for v in a.verdicts if v.check == "fabric_clique"]
+    assert clique.status is Status.PASS
+
+
+def test_fabric_on_an_nvswitch_sku() -> None:
+    h100 = load_sku("hgx-h100-80gb")
+    good = analyze_text("nvidia-smi-q", text(H100_8), h100)
+    fab = [v for v in good.verdicts if v.check == "fabric_state"]
+    assert len(fab) == 8 and all(v.status is Status.PASS for v in fab)
+    # test edit: GPU 5 still registering with the fabric
+    raw = _edit_gpu(text(H100_8), 5, "State", "In Progress")
+    bad = [v for v in judge_fabric(parse_nvidia_smi_q(raw).gpus, h100) if v.status is Status.FAIL]
+    assert [v.subject.gpu for v in bad] == [5] and "fabricmanager" in bad[0].message
+    # an NVSwitch SKU whose GPU reports no fabric state (N/A): fabric manager missing
+    h200 = parse_nvidia_smi_q(text("nvidia_smi/nvidia-smi-q-h200-1gpu-580.159.txt")).gpus
+    assert [v.status for v in judge_fabric(h200, h100)] == [Status.WARN]  # pre-Hopper GPUs print N/A too
+    assert judge_fabric(h200, load_sku("single-h200")) == []  # no NVSwitch: N/A is right
+
+
+def test_fabric_cliques_must_agree_within_a_node() -> None:
+    g = parse_nvidia_smi_q(text("nvidia_smi/nvidia-smi-q-grep-fabric-clique2-health-unhealthy-dra626.txt")).gpus[0]
+    other = type(g)(**{**g.__dict__, "index": 1, "fabric_clique_id": "3"})
+    (v,) = [v for v in judge_fabric([g, other]) if v.check == "fabric_clique"]
+    assert v.status is Status.FAIL and "2 cliques" in v.message
