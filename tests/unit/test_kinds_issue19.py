@@ -119,3 +119,30 @@ def test_fabric_cliques_must_agree_within_a_node() -> None:
     other = type(g)(**{**g.__dict__, "index": 1, "fabric_clique_id": "3"})
     (v,) = [v for v in judge_fabric([g, other]) if v.check == "fabric_clique"]
     assert v.status is Status.FAIL and "2 cliques" in v.message
+
+
+# ---------------------------------------------------------------- 2. nvidia-smi -q -d ECC
+
+ECC = "nvidia_smi/nvidia-smi-q-d-ecc-h200-1gpu-580.159-excerpt.txt"
+
+
+def test_q_d_ecc_parsed_without_a_partial_mark() -> None:
+    r = parse_nvidia_smi_q(text(ECC))
+    g = r.gpus[0]
+    assert r.partial is None and g.bus_id == "00000000:00:06.0" and g.ecc_mode is True
+    assert (g.ecc_volatile_uncorrectable, g.ecc_aggregate_uncorrectable, g.ecc_dram_correctable,
+            g.ecc_sram_correctable, g.sram_threshold_exceeded) == (0, 0, 0, 0, False)
+
+
+def test_q_d_ecc_judged_by_the_same_rule_as_full_q() -> None:
+    full = analyze_text("nvidia-smi-q", text("nvidia_smi/nvidia-smi-q-h200-1gpu-580.159.txt"))
+    ecc = analyze_text("nvidia-smi-q", text(ECC))
+    checks = {v.check for v in ecc.verdicts}
+    assert checks == {"ecc_mode", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",
+                      "ecc_dram_correctable", "ecc_sram_correctable", "sram_threshold_exceeded"}
+    assert [v for v in full.verdicts if v.check in checks] == list(ecc.verdicts)
+    # test edit: 2 volatile DRAM uncorrectable errors -> the GPU fails, reboot (as for full -q)
+    raw = re.sub(r"(Volatile\n(?:.*\n)*?\s+DRAM Uncorrectable\s+:) 0", r"\1 2", text(ECC), count=1)
+    (bad,) = failed(analyze_text("nvidia-smi-q", raw))
+    assert (bad.check, bad.value, bad.subject.bus_id, bad.remediation.value) == (
+        "ecc_volatile_uncorrectable", 2, "00000000:00:06.0", "reboot")
