@@ -25,6 +25,7 @@ from gpuctl.parsers.fio import FioResult, parse_fio
 from gpuctl.parsers.gdsio import GdsioResult, parse_gdsio
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
 from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
+from gpuctl.parsers.nccl_log import NcclLogResult, find_ib_completions, parse_nccl_log
 from gpuctl.parsers.nvidia_smi import (
     NvidiaSmiFailure,
     NvidiaSmiResult,
@@ -94,6 +95,13 @@ def _nccl_figures(r: NcclResult) -> list[Figure]:
         Figure("rows", [{"size_bytes": x.size_bytes, "algbw_gb_s": x.oop_algbw_gb_s, "busbw_gb_s": x.oop_busbw_gb_s,
                          "ip_busbw_gb_s": x.ip_busbw_gb_s, "wrong": x.oop_wrong} for x in r.rows]),
     ]
+
+
+def _nccl_log_figures(r: NcclLogResult) -> list[Figure]:
+    return [Figure("nccl_lines", r.nccl_lines), Figure("hosts", list(r.hosts)),
+            Figure("ib_completion_errors", len(r.completions)),
+            Figure("ib_completions", [f"line {c.line}: {c.host or '?'} <- {c.peer or '?'} status {c.status} "
+                                      f"{c.status_name} vendor err {c.vendor_err}" for c in r.completions])]
 
 
 def _topo_figures(r: TopoResult) -> list[Figure]:
@@ -231,6 +239,8 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "nccl": Kind(parse_nccl_tests, v.judge_nccl, _nccl_figures, "nccl-tests output (all_reduce_perf, ...)"),
+    "nccl-log": Kind(parse_nccl_log, v.judge_nccl_log, _nccl_log_figures,
+                     "NCCL debug log (NCCL_DEBUG=INFO/WARN of any program): NET/IB completion errors"),
     "topo": Kind(parse_topo_matrix, v.judge_topo, _topo_figures, "nvidia-smi topo -m"),
     "nvidia-smi-q": Kind(parse_nvidia_smi_q, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q"),
     "nvidia-smi-xml": Kind(parse_nvidia_smi_xml, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q -x"),
@@ -257,6 +267,8 @@ _SIGNS: dict[str, tuple[re.Pattern[str], ...]] = {
     "nccl": (re.compile(r"#\s+size\s+count\s+type\b"),
              re.compile(r"#\s*(?:nccl-tests version|Collective test starting:|Out of bounds values"
                         r"|nThread \d+ nGpus)")),
+    # "NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, ..." (any NCCL log)
+    "nccl-log": (re.compile(r"NET/IB\w*(?:/GIN)?\s*:\s*Got completion\b"),),
     # "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity" / "GPU0\t X \tNV18"
     "topo": (re.compile(r"^GPU0\s+X\s", re.M),),
     # "==============NVSMI LOG==============" / "Attached GPUs : 8" + "GPU 00000000:18:00.0"
@@ -318,6 +330,9 @@ def detect_kind(text: str) -> tuple[str, str]:
     if not found:
         raise ParseError("cannot tell which tool printed this: none of the kinds' marks is in it; give the kind: "
                          f"gpuctl analyze KIND FILE (KIND: {', '.join(KINDS)})")
+    if "nccl" in found and "nccl-log" in found:
+        # an nccl-tests run with NET/IB errors in its log: the nccl kind judges both
+        del found["nccl-log"]
     if len(found) > 1:
         listed = "; ".join(f"{k} ({e!r})" for k, e in found.items())
         raise ParseError(f"ambiguous: marks of {len(found)} kinds in it: {listed}; give the kind: "
@@ -338,16 +353,24 @@ def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = 
     if len(text) > MAX_INPUT_BYTES:
         raise ParseError(f"{source}: input too large ({len(text)} characters, the bound is "
                          f"{MAX_INPUT_BYTES // (1024 * 1024)} MiB)")
+    extra: list[v.Verdict] = []
     try:
         result = k.parse(text)
     except NvidiaSmiFailure as exc:
         raise type(exc)(f"{source}: {exc}") from None
     except ParseError as exc:
+        if kind == "nccl" and find_ib_completions(strip_ansi(text)):
+            # a run that died on a network fault: its NET/IB errors are the finding
+            a = analyze_text("nccl-log", text, sku, source=source, subject=subject)
+            note = Figure("nccl_tests_not_read", f"{exc}; judged as nccl-log")
+            return Analysis(kind, (note, *a.figures), a.verdicts, a.emulated, a.detected)
         raise ParseError(f"{source}: {exc}") from None
+    if kind == "nccl":
+        extra = v.judge_ib_completions(find_ib_completions(strip_ansi(text)), subject)
     figures = k.figures(result)
     if skipped := noise_lines(text):
         # what was skipped as paste noise, so a reader can check nothing of the output was
         figures.append(Figure("paste_noise_skipped",
                               [f"line {n}: {what} {line[:60]!r}" for n, what, line in skipped]))
-    return Analysis(kind, tuple(figures), tuple(k.judge(result, sku, subject)),
+    return Analysis(kind, tuple(figures), (*k.judge(result, sku, subject), *extra),
                     emulated_source(kind, text))

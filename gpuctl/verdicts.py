@@ -25,6 +25,7 @@ from gpuctl.parsers.fio import RW_INFERRED, FioJob, FioResult
 from gpuctl.parsers.gdsio import GdsioResult
 from gpuctl.parsers.ibstat import IbPort, IbstatResult
 from gpuctl.parsers.nccl import NcclResult
+from gpuctl.parsers.nccl_log import WC_STATUS_SOURCE, IbCompletion, NcclLogResult
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult
 from gpuctl.parsers.nvlink import TOOL as NVLINK_TOOL
 from gpuctl.parsers.nvlink import NvlinkResult
@@ -327,6 +328,66 @@ def _gpus_per_node(result: NcclResult) -> int | None:
         return None
     per, rest = divmod(result.gpus, result.nodes)
     return per if rest == 0 and per > 0 else None
+
+
+# ---------------------------------------------------------------- NCCL debug log: NET/IB completion errors
+
+# what an ibv_wc_status in an NCCL NET/IB completion error says, and what to do
+_WC_CAUSE: dict[int, tuple[Remediation, str]] = {
+    12: (Remediation.RESEAT_OR_REPLACE, "no ACK from the peer within the retries: the link between the two hosts "
+         "(cable, transceiver, switch port, RoCE routing/GID) or the peer process died; check ibstat and the port "
+         "counters on both HCAs, then ib_write_bw between them"),
+    13: (Remediation.RESEAT_OR_REPLACE, "the peer was not ready to receive within the RNR retries"),
+    20: (Remediation.RESEAT_OR_REPLACE, "no response from the peer (response timeout)"),
+    5: (Remediation.RESEAT_OR_REPLACE, "flushed: a consequence of an earlier error on this connection (look for the "
+        "first error between the same hosts)"),
+    4: (Remediation.RECONFIGURE, "the local HCA could not access the registered memory: GPUDirect RDMA "
+        "(nvidia-peermem), ACS or the IOMMU on this host, not the network"),
+    8: (Remediation.RECONFIGURE, "local access error: memory registration on this host, not the network"),
+    10: (Remediation.RECONFIGURE, "the peer's HCA refused the access: memory registration or GPUDirect RDMA "
+         "on the peer"),
+}
+NCCL_IB_SOURCE = (f"NCCL net_ib WARN 'Got completion from peer'; {WC_STATUS_SOURCE}; NCCL troubleshooting guide "
+                  "(docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#networking-issues)")
+
+
+def judge_ib_completions(completions: Sequence[IbCompletion], subject: Subject = NODE) -> list[Verdict]:
+    """Each NET/IB work completion error, grouped by (logging host, peer, status): a fault
+    between the two named hosts, the status decoded (rdma-core ibv_wc_status), with the
+    likely cause. Pure: the completions come from `gpuctl.parsers.nccl_log`."""
+    groups: dict[tuple[str | None, str | None, int], list[IbCompletion]] = {}
+    for c in completions:
+        groups.setdefault((c.host, c.peer_address, c.status), []).append(c)
+    out = []
+    for (host, peer, status), items in groups.items():
+        first = items[0]
+        rem, cause = _WC_CAUSE.get(status, (Remediation.RERUN, "see the ibv_wc_status meaning"))
+        hcas = sorted({c.hca for c in items if c.hca})
+        dirs = sorted({c.direction for c in items if c.direction})
+        vendor = sorted({c.vendor_err for c in items if c.vendor_err is not None})
+        where = f"{host or 'the logging host'}" + (f" GPU [{first.device}]" if first.device is not None else "")
+        between = f"between {where} and peer {peer}" if peer else f"on {where} (the line names no peer)"
+        detail = ", ".join(x for x in (
+            f"hca {', '.join(hcas)}" if hcas else "", f"{'/'.join(dirs)}" if dirs else "",
+            f"vendor err {', '.join(f'{x} (0x{x:x})' for x in vendor)}" if vendor else "") if x)
+        s = Subject(host or subject.node, port=", ".join(hcas) or None)
+        out.append(Verdict(
+            "nccl_ib_completion", Status.FAIL, s, f"{first.status_name}({status})", "no completion error", "",
+            NCCL_IB_SOURCE, rem,
+            f"{s.label()}: NET/IB completion error {between}: status {status} {first.status_name} "
+            f"({first.status_text}){f', {detail}' if detail else ''}; {len(items)} line(s) from line {first.line}: "
+            f"{cause}"))
+    return out
+
+
+def judge_nccl_log(result: NcclLogResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """The NET/IB completion errors of an NCCL debug log (`judge_ib_completions`); a log
+    without any says so (a pass of this one fact, not of the run)."""
+    if result.completions:
+        return judge_ib_completions(result.completions, subject)
+    return [Verdict("nccl_ib_completion", Status.PASS, subject, 0, 0, "errors", NCCL_IB_SOURCE, Remediation.NONE,
+                    f"{subject.label()}: no NET/IB completion error in {result.nccl_lines} NCCL lines"
+                    + (f" from {', '.join(result.hosts)}" if result.hosts else ""))]
 
 
 # ---------------------------------------------------------------- topo -m

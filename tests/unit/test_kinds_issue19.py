@@ -9,8 +9,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpuctl.analyze import analyze_text
+import pytest
+
+from gpuctl.analyze import analyze_text, detect_kind
 from gpuctl.catalog import load_sku
+from gpuctl.errors import ParseError
+from gpuctl.parsers.nccl_log import parse_nccl_log
 from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
 from gpuctl.verdicts import Status, judge_clock_events, judge_fabric
 
@@ -146,3 +150,58 @@ def test_q_d_ecc_judged_by_the_same_rule_as_full_q() -> None:
     (bad,) = failed(analyze_text("nvidia-smi-q", raw))
     assert (bad.check, bad.value, bad.subject.bus_id, bad.remediation.value) == (
         "ecc_volatile_uncorrectable", 2, "00000000:00:06.0", "reboot")
+
+
+# ---------------------------------------------------------------- 8. NCCL debug log: NET/IB completion errors
+
+
+def test_every_completion_form_is_read() -> None:
+    r = parse_nccl_log(text("nccl_log/nccl-log-ib-status12-5-recv-ib-plugin-nccl1814.txt"))
+    assert [(c.host, c.device, c.peer, c.status, c.vendor_err, c.direction) for c in r.completions] == [
+        ("hostname-test", 4, "172.36.143.59<44206>", 12, 129, "Recv"),
+        ("hostname-test", 4, "172.36.143.59<44206>", 5, 249, "Recv"),
+        ("hostname-test", 4, "172.36.143.59<44206>", 5, 249, "Recv")]
+    new = parse_nccl_log(text("nccl_log/nccl-log-ib-status-names-retry-exc-2hosts-nccl2397.txt"))
+    assert [(c.host, c.peer_address, c.status_name, c.hca) for c in new.completions] == [
+        ("ubuntu2", "10.153.235.13", "IBV_WC_RETRY_EXC_ERR", "mlx5_1"),
+        ("ubuntu4", "10.153.235.11", "IBV_WC_RETRY_EXC_ERR", "mlx5_0"),
+        ("ubuntu4", "10.153.235.11", "IBV_WC_RETRY_EXC_ERR", "mlx5_0")]
+    (wrapped,) = parse_nccl_log(text("nccl_log/nccl-log-ib-error12-wrapped-azure-roce.txt")).completions
+    assert (wrapped.host, wrapped.peer, wrapped.status, wrapped.vendor_err, wrapped.line) == (
+        "node-2", "10.2.0.5<33092>", 12, 129, 2)
+    (old,) = parse_nccl_log(text("nccl_log/nccl-log-ib-error4-no-peer-gdr-nccl214.txt")).completions
+    assert (old.host, old.peer, old.status, old.status_name, old.vendor_err) == (
+        None, None, 4, "IBV_WC_LOC_PROT_ERR", 81)
+
+
+def test_a_completion_error_names_both_peers_and_decodes_the_status() -> None:
+    a = analyze_text("nccl-log", text("nccl_log/nccl-log-ib-status-names-retry-exc-2hosts-nccl2397.txt"))
+    bad = failed(a)
+    assert [(v.subject.node, v.subject.port) for v in bad] == [("ubuntu2", "mlx5_1"), ("ubuntu4", "mlx5_0")]
+    assert "between ubuntu2 GPU [1] and peer 10.153.235.13" in bad[0].message
+    assert "IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded)" in bad[0].message
+    assert bad[0].remediation.value == "reseat_or_replace" and "rdma-core" in bad[0].source
+    flush = failed(analyze_text("nccl-log", text("nccl_log/nccl-log-ib-status12-5-recv-ib-plugin-nccl1814.txt")))
+    assert [v.value for v in flush] == ["IBV_WC_RETRY_EXC_ERR(12)", "IBV_WC_WR_FLUSH_ERR(5)"]
+    assert "earlier error" in flush[1].message and "2 line(s)" in flush[1].message
+    (gdr,) = failed(analyze_text("nccl-log", text("nccl_log/nccl-log-ib-error4-no-peer-gdr-nccl214.txt")))
+    assert gdr.remediation.value == "reconfigure" and "not the network" in gdr.message
+
+
+def test_a_clean_nccl_log_passes_and_a_non_nccl_file_is_refused() -> None:
+    clean = "node-2:5776:5898 [0] NCCL INFO NET/IB : Using [0]ibP111p0s0:1/IB [1]rdmaP1111p0s2:1/RoCE [RO]\n"
+    (v,) = analyze_text("nccl-log", clean).verdicts
+    assert v.status is Status.PASS and "1 NCCL lines from node-2" in v.message
+    with pytest.raises(ParseError, match="no NCCL line"):
+        analyze_text("nccl-log", "hello\n")
+
+
+def test_the_nccl_kind_reports_net_ib_errors_and_never_refuses_them() -> None:
+    log = text("nccl_log/nccl-log-ib-error12-wrapped-azure-roce.txt")
+    a = analyze_text("nccl", log)  # no nccl-tests table: judged as the log it is, not refused
+    assert a.kind == "nccl" and [v.check for v in failed(a)] == ["nccl_ib_completion"]
+    assert any(f.name == "nccl_tests_not_read" for f in a.figures)
+    run = text("nccl/" + sorted(p.name for p in (FIX / "nccl").iterdir() if p.suffix == ".txt")[0])
+    both = analyze_text("nccl", run + "\n" + log)
+    assert "nccl_ib_completion" in [v.check for v in failed(both)]
+    assert detect_kind(run + "\n" + log)[0] == "nccl"
