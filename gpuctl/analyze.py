@@ -24,6 +24,7 @@ from gpuctl.parsers.dcgm import DcgmResultSet, parse_dcgmi_diag
 from gpuctl.parsers.fio import FioResult, parse_fio
 from gpuctl.parsers.gdsio import GdsioResult, parse_gdsio
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
+from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
 from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
 from gpuctl.parsers.nccl_log import NcclLogResult, find_ib_completions, parse_nccl_log
 from gpuctl.parsers.nvidia_smi import (
@@ -153,7 +154,16 @@ def _ibstat_figures(r: IbstatResult) -> list[Figure]:
     out: list[Figure] = [Figure("cas", len(r.cas))]
     for ca in r.cas:
         for p in ca.ports:
-            out.append(Figure(f"{p.name}", f"{p.state}/{p.physical_state} {p.rate_gbps:g} Gb/s {p.link_layer}"))
+            rate = "rate not printed" if p.rate_gbps is None else f"{p.rate_gbps:g} Gb/s"
+            out.append(Figure(f"{p.name}", f"{p.state}/{p.physical_state} {rate} {p.link_layer}"))
+    return out
+
+
+def _ibv_devinfo_figures(r: IbstatResult) -> list[Figure]:
+    out = _ibstat_figures(r)
+    for ca in r.cas:
+        out += [Figure(f"{ca.name}.fw_ver", ca.firmware), Figure(f"{ca.name}.board_id", ca.board_id),
+                Figure(f"{ca.name}.ca_type", ca.ca_type)]
     return out
 
 
@@ -248,6 +258,8 @@ KINDS: dict[str, Kind] = {
                            "nvidia-smi --query-gpu=<QUERY_GPU_FIELDS> --format=csv,noheader,nounits"),
     "nvlink": Kind(parse_nvlink_status, v.judge_nvlink, _nvlink_figures, "nvidia-smi nvlink --status"),
     "ibstat": Kind(parse_ibstat, v.judge_ibstat, _ibstat_figures, "ibstat"),
+    "ibv_devinfo": Kind(parse_ibv_devinfo, v.judge_ibstat, _ibv_devinfo_figures,
+                        "ibv_devinfo [-v] (port state, width x speed, link layer, firmware; judged as ibstat)"),
     "ib_write_bw": Kind(parse_ib_write_bw, v.judge_ib_write_bw, _bw_figures, "perftest ib_write_bw"),
     "ib_write_lat": Kind(parse_ib_write_lat, v.judge_ib_write_lat, _lat_figures, "perftest ib_write_lat"),
     "fio": Kind(parse_fio, v.judge_fio, _fio_figures, "fio (JSON or text)"),
@@ -289,6 +301,8 @@ _SIGNS: dict[str, tuple[re.Pattern[str], ...]] = {
                re.compile(r"all links are inactive", re.I)),
     # "CA 'mlx5_0'" then "\tCA type: MT4129"
     "ibstat": (re.compile(r"^CA '[^']+'\s*\n\s+CA type:", re.M),),
+    # "hca_id:\tmlx5_0" + "\ttransport:\t\t\tInfiniBand (0)" / "\t\t\tstate:\t\t\tPORT_ACTIVE (4)"
+    "ibv_devinfo": (re.compile(r"^hca_id:\s*\S+\s*$", re.M), re.compile(r"^\s+state:\s+PORT_[A-Z_]+ \(\d\)", re.M)),
     # " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
     # "                    RDMA_Write BW Test" (the banner, printed before a connection fails too)
     "ib_write_bw": (re.compile(r"#bytes\s+#iterations\s+BW peak"), re.compile(r"^\s*\S+(?: \S+)* BW Test\s*$", re.M)),

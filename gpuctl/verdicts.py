@@ -868,7 +868,7 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
                         Remediation.NONE, f"{subject.label()}: {sku.name} has no RDMA fabric")]
     layer = "InfiniBand" if fabric == "infiniband" else "Ethernet"
     chosen = [p for p in result.ports if (p.ca in ports or p.name in ports)] if ports else \
-        [p for p in result.ports if p.link_layer == layer]
+        [p for p in result.ports if p.link_layer in (layer, "unknown")]  # unknown: a grep lost the line
     fig = sku.fabric.infiniband_rate_gbps if fabric == "infiniband" else (sku.fabric.roce_rate_gbps
                                                                          or sku.fabric.infiniband_rate_gbps)
     source = fig.source if fig else "SKU catalog"
@@ -881,13 +881,18 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
             out.append(judge_fact("ib_port", False, value=f"{p.state}/{p.physical_state}", expected="Active/LinkUp",
                                   subject=s, source=source, remediation=rem,
                                   message=f"port {p.state}/{p.physical_state}: {why}"))
+        elif p.rate_gbps is None:
+            good += 1
+            out.append(Verdict("ib_port", Status.NO_THRESHOLD, s, None, rate, "Gb/s", source, Remediation.NONE,
+                               f"{s.label()}: Active, rate not printed (ibv_devinfo without -v): state judged, "
+                               f"the {rate:g} Gb/s rate not"))
         elif p.rate_gbps < rate:
             why, why_source = _slow_port_cause(ca_types.get(p.ca), rate)
             out.append(judge_fact("ib_port", False, value=p.rate_gbps, expected=rate, unit="Gb/s", subject=s,
                                   source="; ".join(x for x in (source, why_source) if x),
                                   remediation=Remediation.RESEAT_OR_REPLACE,
                                   message=f"Active at {p.rate_gbps:g} Gb/s, expected {rate:g} Gb/s ({why})"))
-        elif p.link_layer != layer:
+        elif p.link_layer not in (layer, "unknown"):
             out.append(judge_fact("ib_port", False, value=p.link_layer, expected=layer, subject=s, source=source,
                                   remediation=Remediation.RECONFIGURE,
                                   message=f"link layer {p.link_layer}, expected {layer} (mlxconfig LINK_TYPE)"))
@@ -930,6 +935,9 @@ def _port_down_cause(port: IbPort) -> tuple[Remediation, str]:
         return Remediation.RECONFIGURE, ("port disabled, not a cable fault until enabled (ip link set up; "
                                          "ibportstate enable; mlxconfig)")
     if phys == "LinkUp":
+        if port.link_layer not in ("InfiniBand", "Ethernet"):
+            return Remediation.RECONFIGURE, ("physical link up but the port not activated: InfiniBand, no subnet "
+                                             "manager reached it (opensm/UFM); Ethernet, the interface is down")
         if port.link_layer == "InfiniBand":
             return Remediation.RECONFIGURE, (f"physical link up but not activated by a subnet manager (SM lid "
                                              f"{port.sm_lid}); check opensm/UFM reaches this port")

@@ -14,6 +14,7 @@ import pytest
 from gpuctl.analyze import analyze_text, detect_kind
 from gpuctl.catalog import load_sku
 from gpuctl.errors import ParseError
+from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
 from gpuctl.parsers.nccl_log import parse_nccl_log
 from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
 from gpuctl.verdicts import Status, judge_clock_events, judge_fabric
@@ -205,3 +206,46 @@ def test_the_nccl_kind_reports_net_ib_errors_and_never_refuses_them() -> None:
     both = analyze_text("nccl", run + "\n" + log)
     assert "nccl_ib_completion" in [v.check for v in failed(both)]
     assert detect_kind(run + "\n" + log)[0] == "nccl"
+
+
+# ---------------------------------------------------------------- 5. ibv_devinfo [-v]
+
+DEVINFO = FIX / "ibv_devinfo"
+
+
+def test_ibv_devinfo_read_into_ibstats_shape() -> None:
+    rxe = parse_ibv_devinfo((DEVINFO / "ibv_devinfo-v-rxe0-softroce-active-1x-magnate3.txt").read_text())
+    (ca,) = rxe.cas
+    (p,) = ca.ports
+    assert (ca.name, ca.firmware, p.state, p.physical_state, p.rate_gbps, p.link_layer) == (
+        "rxe0", "0.0.0", "Active", "LinkUp", 2.5, "Ethernet")
+    bf3 = parse_ibv_devinfo((DEVINFO / "ibv_devinfo-v-grep-bf3-2port-down-linkup-no-sm.txt").read_text())
+    assert [(c.name, c.ca_type, c.firmware, c.board_id) for c in bf3.cas] == [
+        ("mlx5_0", "MT41692", "32.47.1088", "MT_0000000965"), ("mlx5_1", "MT41692", "32.47.1088", "MT_0000000965")]
+    assert [(p.name, p.state, p.physical_state, p.rate_gbps) for p in bf3.ports] == [
+        ("mlx5_0/1", "Down", "LinkUp", 100.0), ("mlx5_1/1", "Down", "LinkUp", 100.0)]
+    plain = parse_ibv_devinfo((DEVINFO / "ibv_devinfo-cx6dx-mlx5_12-eth-port-down-deepep60.txt").read_text())
+    assert plain.ports[0].rate_gbps is None and plain.cas[0].ca_type == "MT4125"
+    with pytest.raises(ParseError, match="nothing but a command line"):
+        parse_ibv_devinfo("$ ibv_devinfo -v\n")  # nothing but the command line
+    with pytest.raises(ParseError, match="before any 'hca_id:'"):
+        parse_ibv_devinfo("CA 'mlx5_0'\n\tCA type: MT4129\n")
+
+
+def test_ibv_devinfo_judged_by_the_ibstat_port_rule() -> None:
+    from gpuctl.parsers.ibstat import parse_ibstat
+    from gpuctl.verdicts import judge_ibstat
+    h100 = load_sku("hgx-h100-80gb")
+    bf3 = analyze_text("ibv_devinfo", (DEVINFO / "ibv_devinfo-v-grep-bf3-2port-down-linkup-no-sm.txt").read_text(),
+                       h100)
+    ports = [v for v in failed(bf3) if v.check == "ib_port"]
+    assert [v.subject.port for v in ports] == ["mlx5_0/1", "mlx5_1/1"]
+    assert all("subnet manager" in v.message and v.remediation.value == "reconfigure" for v in ports)
+    # the same port facts in ibstat's words give the same port verdict (one rule)
+    same = parse_ibstat("CA 'mlx5_0'\n\tCA type: MT41692\n\tFirmware version: 32.47.1088\n\tPort 1:\n"
+                        "\t\tState: Down\n\t\tPhysical state: LinkUp\n\t\tRate: 100\n\t\tLink layer: InfiniBand\n")
+    assert judge_ibstat(same, h100)[0].status is ports[0].status
+    figures = {f.name: f.value for f in bf3.figures}
+    assert figures["mlx5_0.fw_ver"] == "32.47.1088" and figures["mlx5_1.board_id"] == "MT_0000000965"
+    ok = analyze_text("ibv_devinfo", (DEVINFO / "ibv_devinfo-v-rxe0-softroce-active-1x-magnate3.txt").read_text())
+    assert ok.status is Status.PASS
