@@ -25,6 +25,7 @@ from gpuctl.parsers.fio import FioResult, parse_fio
 from gpuctl.parsers.gdsio import GdsioResult, parse_gdsio
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
 from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
+from gpuctl.parsers.lspci import LspciResult, parse_lspci
 from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
 from gpuctl.parsers.nccl_log import NcclLogResult, find_ib_completions, parse_nccl_log
 from gpuctl.parsers.nvidia_smi import (
@@ -103,6 +104,17 @@ def _nccl_log_figures(r: NcclLogResult) -> list[Figure]:
             Figure("ib_completion_errors", len(r.completions)),
             Figure("ib_completions", [f"line {c.line}: {c.host or '?'} <- {c.peer or '?'} status {c.status} "
                                       f"{c.status_name} vendor err {c.vendor_err}" for c in r.completions])]
+
+
+def _lspci_figures(r: LspciResult) -> list[Figure]:
+    return [Figure("devices", len(r.devices)),
+            Figure("acs_devices", sum(d.acs_ctl is not None for d in r.devices)),
+            Figure("acs_redirect", [f"{d.label}: {' '.join(f + '+' for f in d.acs_redirect)}"
+                                    for d in r.devices if d.acs_redirect]),
+            Figure("aer_set", [f"{d.label}: " + " ".join(k + "+" for k, on in {**(d.ue_status or {}),
+                                                                               **(d.ce_status or {})}.items() if on)
+                               for d in r.devices if any((d.ue_status or {}).values())
+                               or any((d.ce_status or {}).values())])]
 
 
 def _topo_figures(r: TopoResult) -> list[Figure]:
@@ -251,6 +263,7 @@ KINDS: dict[str, Kind] = {
     "nccl": Kind(parse_nccl_tests, v.judge_nccl, _nccl_figures, "nccl-tests output (all_reduce_perf, ...)"),
     "nccl-log": Kind(parse_nccl_log, v.judge_nccl_log, _nccl_log_figures,
                      "NCCL debug log (NCCL_DEBUG=INFO/WARN of any program): NET/IB completion errors"),
+    "lspci": Kind(parse_lspci, v.judge_lspci, _lspci_figures, "lspci -vvv (ACS redirect, AER status)"),
     "topo": Kind(parse_topo_matrix, v.judge_topo, _topo_figures, "nvidia-smi topo -m"),
     "nvidia-smi-q": Kind(parse_nvidia_smi_q, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q"),
     "nvidia-smi-xml": Kind(parse_nvidia_smi_xml, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q -x"),
@@ -281,6 +294,11 @@ _SIGNS: dict[str, tuple[re.Pattern[str], ...]] = {
                         r"|nThread \d+ nGpus)")),
     # "NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, ..." (any NCCL log)
     "nccl-log": (re.compile(r"NET/IB\w*(?:/GIN)?\s*:\s*Got completion\b"),),
+    # "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ ..." / "\t\tCESta:\tRxErr- BadTLP+ ..." /
+    # "0000:02:08.0 PCI bridge: PLX ..." + "\tControl: I/O- Mem- BusMaster+ ..."
+    "lspci": (re.compile(r"^\s+(?:ACSCtl|UESta|CESta):\s*\w+[+-]", re.M),
+              re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] .+\n\s+(?:Subsystem|Control):",
+                         re.M)),
     # "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity" / "GPU0\t X \tNV18"
     "topo": (re.compile(r"^GPU0\s+X\s", re.M),),
     # "==============NVSMI LOG==============" / "Attached GPUs : 8" + "GPU 00000000:18:00.0"

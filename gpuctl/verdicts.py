@@ -24,6 +24,7 @@ from gpuctl.parsers.dcgm import DcgmResultSet, DcgmTest
 from gpuctl.parsers.fio import RW_INFERRED, FioJob, FioResult
 from gpuctl.parsers.gdsio import GdsioResult
 from gpuctl.parsers.ibstat import IbPort, IbstatResult
+from gpuctl.parsers.lspci import LspciResult, PciDevice
 from gpuctl.parsers.nccl import NcclResult
 from gpuctl.parsers.nccl_log import WC_STATUS_SOURCE, IbCompletion, NcclLogResult
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult
@@ -328,6 +329,88 @@ def _gpus_per_node(result: NcclResult) -> int | None:
         return None
     per, rest = divmod(result.gpus, result.nodes)
     return per if rest == 0 and per > 0 else None
+
+
+# ---------------------------------------------------------------- lspci -vvv: ACS and AER
+
+ACS_SOURCE = ("NCCL User Guide, Troubleshooting, PCI Access Control Services (ACS) (docs.nvidia.com/deeplearning/nccl/"
+              "user-guide/docs/troubleshooting.html#pci-access-control-services-acs): ACS redirects peer-to-peer PCI "
+              "traffic through the CPU root complex, which breaks or slows GPUDirect P2P and RDMA; NVIDIA/nccl#304")
+_PCIEPORT = "PCIe port"  # lspci's `Kernel driver in use: pcieport` without the Express capability line
+AER_SOURCE = ("PCI Express Base Specification, Advanced Error Reporting: Uncorrectable and Correctable Error Status "
+              "registers (lspci -vvv UESta/CESta; a '+' is a status bit set since it was last cleared)")
+
+
+def judge_acs(devices: Sequence[PciDevice], subject: Subject = NODE) -> list[Verdict]:
+    """ACS request/completion redirect (ACSCtl ReqRedir+/CmpltRedir+): on a PCIe switch port
+    or bridge it fails (peer traffic of the GPUs and NICs below it goes through the root
+    complex); on a root port, or a device whose header the paste does not show, it warns.
+    With no redirect anywhere, one pass naming how many devices have ACS."""
+    out = []
+    with_acs = [d for d in devices if d.acs_ctl is not None]
+    for d in with_acs:
+        flags = d.acs_redirect
+        if not flags:
+            continue
+        s = Subject(subject.node, bus_id=d.bus_id)
+        fix = (f"disable ACS in the BIOS, or until reboot: setpci -s {d.bus_id or 'BUS'} ECAP_ACS+0x6.w=0000 "
+               "(PLX switches: f2a.w=0000)")
+        what = f"ACS {'+ '.join(flags)}+ on "
+        if d.is_bridge and d.port_type not in ("Root Port", _PCIEPORT):
+            desc = f" ({d.description})" if d.description else ""
+            out.append(judge_fact("acs_redirect", False, value=" ".join(f + "+" for f in flags), expected="off",
+                                  subject=s, source=ACS_SOURCE, remediation=Remediation.RECONFIGURE,
+                                  message=f"{what}PCIe bridge {d.bus_id}{desc}: GPUDirect P2P/RDMA traffic between "
+                                          f"the devices below it is redirected through the root complex; {fix}"))
+        else:
+            if d.port_type == "Root Port":
+                kind = "root port"
+            elif d.is_bridge is False:
+                kind = "an endpoint"
+            elif d.port_type == _PCIEPORT:
+                kind = "a PCIe port (pcieport driver) whose type, root or switch port, the paste does not show"
+            else:
+                kind = "a device whose bus id and type the paste does not show"
+            out.append(judge_fact("acs_redirect", False, value=" ".join(f + "+" for f in flags), expected="off",
+                                  subject=s, source=ACS_SOURCE, remediation=Remediation.RECONFIGURE, warn_only=True,
+                                  message=f"{what}{kind} ({d.label}): it redirects peer traffic only if GPUs or NICs "
+                                          "sit below it; give the whole lspci -vvv (or lspci -s BUS -vvv) to tell; "
+                                          f"{fix}"))
+    if with_acs and not out:
+        out.append(Verdict("acs_redirect", Status.PASS, subject, 0, 0, "devices", ACS_SOURCE, Remediation.NONE,
+                           f"{subject.label()}: acs_redirect: no request/completion redirect on the {len(with_acs)} "
+                           "devices with an ACSCtl line"))
+    return out
+
+
+def judge_aer(devices: Sequence[PciDevice], subject: Subject = NODE) -> list[Verdict]:
+    """AER status bits set: an uncorrectable error (UESta) fails the device, correctable
+    errors (CESta) warn; a device with AER and nothing set passes (one summary)."""
+    out = []
+    with_aer = [d for d in devices if d.ue_status is not None or d.ce_status is not None]
+    for d in with_aer:
+        ue = [k for k, on in (d.ue_status or {}).items() if on]
+        ce = [k for k, on in (d.ce_status or {}).items() if on]
+        if not ue and not ce:
+            continue
+        s = Subject(subject.node, bus_id=d.bus_id)
+        value = "; ".join(x for x in (f"UESta {' '.join(u + '+' for u in ue)}" if ue else "",
+                                      f"CESta {' '.join(c + '+' for c in ce)}" if ce else "") if x)
+        out.append(judge_fact("pcie_aer", False, value=value, expected="no status bit set", subject=s,
+                              source=AER_SOURCE, remediation=Remediation.RESEAT_OR_REPLACE, warn_only=not ue,
+                              message=f"PCIe AER on {d.label}: {value}: "
+                                      + ("uncorrectable errors on the link or device (reseat, then replace)" if ue else
+                                         "corrected errors: the link retried (a marginal link, riser or slot if they "
+                                         "keep rising)")))
+    if with_aer and not out:
+        out.append(Verdict("pcie_aer", Status.PASS, subject, 0, 0, "devices", AER_SOURCE, Remediation.NONE,
+                           f"{subject.label()}: pcie_aer: no AER status bit set on {len(with_aer)} devices"))
+    return out
+
+
+def judge_lspci(result: LspciResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """ACS redirect (`judge_acs`) and AER status (`judge_aer`) of an `lspci -vvv`."""
+    return [*judge_acs(result.devices, subject), *judge_aer(result.devices, subject)]
 
 
 # ---------------------------------------------------------------- NCCL debug log: NET/IB completion errors

@@ -15,6 +15,7 @@ from gpuctl.analyze import analyze_text, detect_kind
 from gpuctl.catalog import load_sku
 from gpuctl.errors import ParseError
 from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
+from gpuctl.parsers.lspci import parse_lspci
 from gpuctl.parsers.nccl_log import parse_nccl_log
 from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
 from gpuctl.verdicts import Status, judge_clock_events, judge_fabric
@@ -249,3 +250,49 @@ def test_ibv_devinfo_judged_by_the_ibstat_port_rule() -> None:
     assert figures["mlx5_0.fw_ver"] == "32.47.1088" and figures["mlx5_1.board_id"] == "MT_0000000965"
     ok = analyze_text("ibv_devinfo", (DEVINFO / "ibv_devinfo-v-rxe0-softroce-active-1x-magnate3.txt").read_text())
     assert ok.status is Status.PASS
+
+
+# ---------------------------------------------------------------- 6. lspci -vvv: ACS and AER
+
+LSPCI = FIX / "lspci"
+
+
+def test_lspci_devices_acs_and_aer_flags() -> None:
+    grep = parse_lspci((LSPCI / "lspci-vvv-grep-acsctl-redir-on-nccl523.txt").read_text())
+    assert len(grep.devices) == 12 and all(d.bus_id is None for d in grep.devices)
+    assert [d.line for d in grep.devices if d.acs_redirect] == [2, 10, 11, 12, 13]
+    plx = parse_lspci((LSPCI / "lspci-vvv-plx-pex8725-acs-redir-rockchip6.txt").read_text())
+    cut, port = plx.devices
+    assert cut.acs_redirect == ["ReqRedir", "CmpltRedir"] and cut.port_type == "PCIe port" and cut.is_bridge
+    assert (port.bus_id, port.is_bridge, port.acs_ctl) == ("0000:02:08.0", True, None)
+    gpu = parse_lspci((LSPCI / "lspci-vvv-gpu-cesta-badtlp-rpi-geerlingguy4.txt").read_text()).devices
+    assert gpu[0].ce_status is not None and gpu[0].ce_status["BadTLP"] and not gpu[0].ce_status["RxErr"]
+    assert (gpu[1].bus_id, gpu[1].port_type, gpu[1].is_bridge) == ("01:00.1", "Legacy Endpoint", False)
+    with pytest.raises(ParseError, match="no device header"):
+        parse_lspci("mlx5_core 0000:17:00.0: firmware version 28.39.2048\n")
+
+
+def test_acs_redirect_on_a_switch_port_fails_naming_the_bridge() -> None:
+    raw = (LSPCI / "lspci-vvv-plx-pex8725-acs-redir-rockchip6.txt").read_text()
+    a = analyze_text("lspci", raw)
+    (cut,) = [v for v in a.verdicts if v.check == "acs_redirect"]
+    assert cut.status is Status.WARN and "pcieport" in cut.message  # its header is above the paste's cut
+    # test edit: the same ACSCtl line under the named PLX port 0000:02:08.0 (a switch port)
+    named = raw + ("        Capabilities: [68] Express (v2) Downstream Port (Slot+), MSI 00\n                ACSCtl: "
+                   "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n")
+    bad = [v for v in failed(analyze_text("lspci", named)) if v.check == "acs_redirect"]
+    assert [v.subject.bus_id for v in bad] == ["0000:02:08.0"]
+    assert "setpci -s 0000:02:08.0" in bad[0].message and "root complex" in bad[0].message
+    assert "troubleshooting" in bad[0].source and bad[0].remediation.value == "reconfigure"
+    grep = analyze_text("lspci", (LSPCI / "lspci-vvv-grep-acsctl-redir-on-nccl523.txt").read_text())
+    assert [v.status for v in grep.verdicts if v.check == "acs_redirect"] == [Status.WARN] * 5
+
+
+def test_aer_status_bits_are_reported() -> None:
+    (v,) = analyze_text("lspci", (LSPCI / "lspci-vvv-gpu-cesta-badtlp-rpi-geerlingguy4.txt").read_text()).verdicts
+    assert v.check == "pcie_aer" and v.status is Status.WARN and "BadTLP+" in str(v.value)
+    raw = (LSPCI / "lspci-vvv-bridge-acs-off-aer-nonfatal-rpi-geerlingguy222.txt").read_text()
+    ue = raw.replace("UESta:\tDLP- SDES- TLP-", "UESta:\tDLP- SDES- TLP+")  # test edit: an uncorrectable TLP error
+    (bad,) = failed(analyze_text("lspci", ue))
+    assert bad.check == "pcie_aer" and "UESta TLP+" in str(bad.value)
+    assert bad.remediation.value == "reseat_or_replace"
