@@ -23,6 +23,7 @@ from gpuctl.parsers.bandwidth import BandwidthResult, parse_bandwidth
 from gpuctl.parsers.dcgm import DcgmResultSet, parse_dcgmi_diag
 from gpuctl.parsers.fio import FioResult, parse_fio
 from gpuctl.parsers.gdsio import GdsioResult, parse_gdsio
+from gpuctl.parsers.ib_counters import IbCountersResult, parse_ib_counters
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
 from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
 from gpuctl.parsers.lspci import LspciResult, parse_lspci
@@ -36,6 +37,7 @@ from gpuctl.parsers.nvidia_smi import (
     parse_query_gpu_csv,
 )
 from gpuctl.parsers.nvlink import NvlinkResult, parse_nvlink_status
+from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult, parse_nvlink_errors
 from gpuctl.parsers.perftest import BwResult, LatResult, parse_ib_write_bw, parse_ib_write_lat
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.training import TrainingResult, parse_training_log
@@ -162,6 +164,25 @@ def _nvlink_figures(r: NvlinkResult) -> list[Figure]:
     return out
 
 
+def _nvlink_errors_figures(r: NvlinkErrorsResult) -> list[Figure]:
+    last = r.samples[-1]
+    out = [Figure("samples", len(r.samples)), Figure("gpus", len(r.gpus)),
+           Figure("links", len({(g, link) for g, link, _ in last})),
+           Figure("nonzero", [f"GPU {g} link {link} {name} = {v}" for (g, link, name), v in last.items() if v])]
+    if r.partial:
+        out.append(Figure("partial", r.partial))
+    return out
+
+
+def _ib_counters_figures(r: IbCountersResult) -> list[Figure]:
+    last = r.samples[-1]
+    errors = {"SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter", "PortRcvErrors",
+              "PortRcvRemotePhysicalErrors", "LocalLinkIntegrityErrors", "ExcessiveBufferOverrunErrors",
+              "PortXmitDiscards", "VL15Dropped", "PortRcvSwitchRelayErrors"}
+    return [Figure("samples", len(r.samples)), Figure("ports", list(r.ports)),
+            *[Figure(f"{port}.{name}", v) for (port, name), v in last.items() if name in errors]]
+
+
 def _ibstat_figures(r: IbstatResult) -> list[Figure]:
     out: list[Figure] = [Figure("cas", len(r.cas))]
     for ca in r.cas:
@@ -257,6 +278,7 @@ class Kind:
     judge: Callable[..., list[v.Verdict]]
     figures: Callable[[Any], list[Figure]]
     help: str
+    counters: bool = False  # judged as the change between samples: a --baseline output may precede it
 
 
 KINDS: dict[str, Kind] = {
@@ -269,10 +291,16 @@ KINDS: dict[str, Kind] = {
     "nvidia-smi-xml": Kind(parse_nvidia_smi_xml, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q -x"),
     "nvidia-smi-csv": Kind(parse_query_gpu_csv, v.judge_nvidia_smi, _smi_figures,
                            "nvidia-smi --query-gpu=<QUERY_GPU_FIELDS> --format=csv,noheader,nounits"),
+    "nvlink-errors": Kind(parse_nvlink_errors, v.judge_nvlink_errors, _nvlink_errors_figures,
+                          "nvidia-smi nvlink -e (error counters; two outputs concatenated or --baseline: the change)",
+                          counters=True),
     "nvlink": Kind(parse_nvlink_status, v.judge_nvlink, _nvlink_figures, "nvidia-smi nvlink --status"),
     "ibstat": Kind(parse_ibstat, v.judge_ibstat, _ibstat_figures, "ibstat"),
     "ibv_devinfo": Kind(parse_ibv_devinfo, v.judge_ibstat, _ibv_devinfo_figures,
                         "ibv_devinfo [-v] (port state, width x speed, link layer, firmware; judged as ibstat)"),
+    "ib-counters": Kind(parse_ib_counters, v.judge_ib_counters, _ib_counters_figures,
+                        "perfquery [-x] or grep . /sys/class/infiniband/*/ports/*/counters/* (error counters; two "
+                        "outputs concatenated or --baseline: the change)", counters=True),
     "ib_write_bw": Kind(parse_ib_write_bw, v.judge_ib_write_bw, _bw_figures, "perftest ib_write_bw"),
     "ib_write_lat": Kind(parse_ib_write_lat, v.judge_ib_write_lat, _lat_figures, "perftest ib_write_lat"),
     "fio": Kind(parse_fio, v.judge_fio, _fio_figures, "fio (JSON or text)"),
@@ -314,6 +342,8 @@ _SIGNS: dict[str, tuple[re.Pattern[str], ...]] = {
     "nvidia-smi-csv": (re.compile(r"^(?:index|name|pci\.bus_id|uuid|driver_version|memory\.total)"
                                   r"(?:\s*\[[^\]]*\])?(?:\s*,\s*[a-z_.]+(?:\s*\[[^\]]*\])?)+\s*$", re.M),
                        re.compile(r"^\d+,\s*[^,\n]+,\s*[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*,", re.M)),
+    # "\t Link 0: Replay Errors: 0" / "   Link 1: Replay Errors: 142, Recovery Errors: 3, CRC Errors: 891"
+    "nvlink-errors": (re.compile(r"^\s+Link \d+: (?:[A-Za-z][A-Za-z ]*?Errors|Link recovery \w+ events): \d+", re.M),),
     # "\t Link 0: 25 GB/s" / "NVML: Unable to retrieve NVLink information as all links are inActive"
     "nvlink": (re.compile(r"^\s+Link \d+: (?:[\d.]+ GB/s|<inactive>)\s*$", re.M),
                re.compile(r"all links are inactive", re.I)),
@@ -321,6 +351,10 @@ _SIGNS: dict[str, tuple[re.Pattern[str], ...]] = {
     "ibstat": (re.compile(r"^CA '[^']+'\s*\n\s+CA type:", re.M),),
     # "hca_id:\tmlx5_0" + "\ttransport:\t\t\tInfiniBand (0)" / "\t\t\tstate:\t\t\tPORT_ACTIVE (4)"
     "ibv_devinfo": (re.compile(r"^hca_id:\s*\S+\s*$", re.M), re.compile(r"^\s+state:\s+PORT_[A-Z_]+ \(\d\)", re.M)),
+    # "# Port counters: Lid 10 port 1 (CapMask: 0x5300)" /
+    # "/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error:0"
+    "ib-counters": (re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid \d+", re.M | re.I),
+                    re.compile(r"^/sys/class/infiniband/[^/\s]+/ports/\d+/(?:hw_)?counters/\w+:\s*\d+", re.M)),
     # " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
     # "                    RDMA_Write BW Test" (the banner, printed before a connection fails too)
     "ib_write_bw": (re.compile(r"#bytes\s+#iterations\s+BW peak"), re.compile(r"^\s*\S+(?: \S+)* BW Test\s*$", re.M)),
@@ -374,14 +408,20 @@ def detect_kind(text: str) -> tuple[str, str]:
 
 
 def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = "<input>",
-                 subject: v.Subject = v.NODE) -> Analysis:
-    """Parse `text` as `kind` and judge it (against `sku` when given).
+                 subject: v.Subject = v.NODE, baseline: str | None = None) -> Analysis:
+    """Parse `text` as `kind` and judge it (against `sku` when given). `baseline`: an earlier
+    output of a counter kind (`Kind.counters`), the first sample the change is judged from.
 
     A ParseError is re-raised naming `source`; nvidia-smi's driver failures keep their
     type (`DriverLibraryMismatch`, ...) so callers can still tell them apart."""
     if kind not in KINDS:
         raise ParseError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
     k = KINDS[kind]
+    if baseline is not None:
+        if not k.counters:
+            counter_kinds = ", ".join(n for n, x in KINDS.items() if x.counters)
+            raise ParseError(f"--baseline is for the counter kinds ({counter_kinds}), not {kind}")
+        text = baseline.rstrip("\n") + "\n" + text
     if len(text) > MAX_INPUT_BYTES:
         raise ParseError(f"{source}: input too large ({len(text)} characters, the bound is "
                          f"{MAX_INPUT_BYTES // (1024 * 1024)} MiB)")

@@ -14,11 +14,13 @@ import pytest
 from gpuctl.analyze import analyze_text, detect_kind
 from gpuctl.catalog import load_sku
 from gpuctl.errors import ParseError
+from gpuctl.parsers.ib_counters import parse_ib_counters
 from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
 from gpuctl.parsers.lspci import parse_lspci
 from gpuctl.parsers.nccl_log import parse_nccl_log
 from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
-from gpuctl.verdicts import Status, judge_clock_events, judge_fabric
+from gpuctl.parsers.nvlink_errors import parse_nvlink_errors
+from gpuctl.verdicts import NODE, Status, counter_deltas, judge_clock_events, judge_counter_deltas, judge_fabric
 
 FIX = Path(__file__).parents[1] / "data" / "fixtures"
 
@@ -296,3 +298,94 @@ def test_aer_status_bits_are_reported() -> None:
     (bad,) = failed(analyze_text("lspci", ue))
     assert bad.check == "pcie_aer" and "UESta TLP+" in str(bad.value)
     assert bad.remediation.value == "reseat_or_replace"
+
+
+# ---------------------------------------------------------------- 4. nvidia-smi nvlink -e, 7. perfquery / sysfs:
+# absolute counters reported, the change between two samples judged by one rule (judge_counter_deltas)
+
+NVLINK_E = FIX / "nvlink_errors" / "nvlink-e-h100-gpu0-18links-elided-ml-engineering.txt"
+IBC = FIX / "ib_counters"
+
+
+def test_nvlink_errors_parsed_per_gpu_link_and_counter() -> None:
+    r = parse_nvlink_errors(NVLINK_E.read_text())
+    (sample,) = r.samples
+    assert sorted({link for _, link, _ in sample}) == [0, 1, 17] and r.partial and "line 11" in r.partial
+    assert sample[(0, 17, "CRC Errors")] == 0 and set(n for _, _, n in sample) == {
+        "Replay Errors", "Recovery Errors", "CRC Errors"}
+    twice = parse_nvlink_errors(NVLINK_E.read_text() * 2)  # two outputs concatenated: two samples
+    assert len(twice.samples) == 2 and twice.samples[0] == twice.samples[1]
+    one_line = parse_nvlink_errors("GPU 1: x\n   Link 1: Replay Errors: 142, Recovery Errors: 3, CRC Errors: 891\n")
+    assert one_line.samples[0] == {(1, 1, "Replay Errors"): 142, (1, 1, "Recovery Errors"): 3,
+                                   (1, 1, "CRC Errors"): 891}
+
+
+def test_one_counter_sample_is_reported_not_judged() -> None:
+    a = analyze_text("nvlink-errors", NVLINK_E.read_text())
+    (v,) = [v for v in a.verdicts if v.check == "nvlink_error_counters"]
+    assert v.status is Status.NO_THRESHOLD and "two samples" in v.message
+    assert a.status is Status.WARN  # the elided paste is partial; nothing is a pass
+
+
+def test_rising_nvlink_counters_fail_or_warn_per_link() -> None:
+    before = NVLINK_E.read_text()
+    # test edit: GPU 0 link 1 CRC +12 and link 17 Recovery +1 in the later sample
+    after = before.replace("Link 1: CRC Errors: 0", "Link 1: CRC Errors: 12").replace(
+        "Link 17: Recovery Errors: 0", "Link 17: Recovery Errors: 1")
+    a = analyze_text("nvlink-errors", after, baseline=before)
+    judged = [v for v in a.verdicts if v.check == "nvlink_error_counters"]
+    assert [(v.subject.gpu, v.subject.port, v.status, v.value) for v in judged] == [
+        (0, "link 1", Status.WARN, 12), (0, "link 17", Status.FAIL, 1)]
+    assert "CRC Errors rose by 12 (0 → 12)" in judged[0].message and "DCGM" in judged[0].source
+    same = analyze_text("nvlink-errors", before + before)  # concatenated, nothing rose
+    assert [v.status for v in same.verdicts if v.check == "nvlink_error_counters"] == [Status.PASS]
+    # a counter that fell was reset between the samples: not judged
+    reset = judge_counter_deltas("c", counter_deltas({(NODE, "CRC Errors"): 5}, {(NODE, "CRC Errors"): 0}), "nvlink")
+    assert [v.status for v in reset] == [Status.WARN] and "reset" in reset[0].message
+    with pytest.raises(ParseError, match="--baseline is for the counter kinds"):
+        analyze_text("topo", before, baseline=before)
+
+
+def test_ib_counters_from_perfquery_and_sysfs_one_shape() -> None:
+    x = parse_ib_counters((IBC / "perfquery-x-rhel75-lid10-all-zero-infiniband-diags16.txt").read_text())
+    assert x.ports == ("lid 10 port 1",) and x.samples[0][("lid 10 port 1", "SymbolErrorCounter")] == 0
+    old = parse_ib_counters((IBC / "perfquery-old-names-lid936-tacc.txt").read_text())
+    assert old.samples[0][("lid 936 port 1", "LinkErrorRecoveryCounter")] == 0  # "LinkRecovers" mapped
+    assert old.samples[0][("lid 936 port 1", "PortXmitData")] == 905972985
+    sysfs = parse_ib_counters((IBC / "sysfs-counters-mlx5_0-port1-lab-guide.txt").read_text())
+    assert sysfs.ports == ("mlx5_0/1",) and sysfs.samples[0][("mlx5_0/1", "LinkDownedCounter")] == 0
+    with pytest.raises(ParseError, match="not a perfquery or sysfs counter line"):
+        parse_ib_counters("CA 'mlx5_0'\n")
+
+
+def test_rising_ib_counters_judged_by_the_same_delta_rule() -> None:
+    before = (IBC / "sysfs-counters-mlx5_0-port1-lab-guide.txt").read_text()
+    # test edit: 7 symbol errors and one link-down on mlx5_0/1 in the later sample; data counters rise too
+    after = before.replace("symbol_error:0", "symbol_error:7").replace("link_downed:0", "link_downed:1").replace(
+        "port_rcv_data:8823914021", "port_rcv_data:9823914021")
+    a = analyze_text("ib-counters", before + after)
+    judged = [(v.subject.port, v.status, v.value) for v in a.verdicts]
+    assert judged == [("mlx5_0/1", Status.WARN, 7), ("mlx5_0/1", Status.FAIL, 1)]
+    assert "SymbolErrorCounter rose by 7" in a.verdicts[0].message
+    pq = (IBC / "perfquery-x-rhel75-lid10-all-zero-infiniband-diags16.txt").read_text()
+    quiet = analyze_text("ib-counters", pq.replace("PortXmitData:....................0",
+                                                   "PortXmitData:....................5"), baseline=pq)
+    (v,) = quiet.verdicts
+    assert v.status is Status.PASS and "PortXmitData +5" in v.message  # traffic is not an error
+
+
+def test_cli_baseline_option(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuctl.cli.main import main
+    after = tmp_path / "after.txt"
+    after.write_text(NVLINK_E.read_text().replace("Link 0: Replay Errors: 0", "Link 0: Replay Errors: 4"))
+    res = CliRunner().invoke(main, ["analyze", str(after), "--baseline", str(NVLINK_E), "--json"])
+    doc = json.loads(res.output)
+    assert doc["kind"] == "nvlink-errors" and doc["figures"]["samples"]["value"] == 2
+    assert [(v["subject"], v["status"]) for v in doc["verdicts"] if v["check"] == "nvlink_error_counters"] == [
+        ("GPU 0 link 0", "warn")]
+    refused = CliRunner().invoke(main, ["analyze", "lspci", str(after), "--baseline", str(NVLINK_E)])
+    assert refused.exit_code == 2 and "--baseline is for the counter kinds" in refused.output
