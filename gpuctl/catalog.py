@@ -270,6 +270,13 @@ class AdapterRates(_Frozen):
     source: str = Field(min_length=3)
 
 
+class CounterRises(_Frozen):
+    """Error counters judged by their rise between two samples: counter name → status."""
+
+    counters: dict[str, Literal["warn", "fail"]]
+    source: str = Field(min_length=3)
+
+
 class Health(_Frozen):
     xid_fatal: XidList
     ecc: EccLimits
@@ -278,6 +285,7 @@ class Health(_Frozen):
     pcie_link: PcieLinkLimits | None = None
     hca_max_rate_gbps: AdapterRates | None = None
     training: TrainingLimits | None = None
+    counter_rises: dict[Literal["nvlink", "infiniband"], CounterRises] | None = None
 
 
 def _skus_dir() -> Path:

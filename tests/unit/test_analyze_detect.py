@@ -15,7 +15,9 @@ from gpuctl.errors import ParseError
 
 FIX = Path(__file__).parents[1] / "data" / "fixtures"
 # every fixture folder of a kind, and the kind its real outputs must be detected as
-FOLDERS = {"nccl": "nccl", "topo": "topo", "ibstat": "ibstat", "nvlink": "nvlink", "fio": "fio", "dcgm": "dcgm",
+FOLDERS = {"nccl": "nccl", "nccl_log": "nccl-log", "ibv_devinfo": "ibv_devinfo", "lspci": "lspci",
+           "nvlink_errors": "nvlink-errors", "ib_counters": "ib-counters",
+           "topo": "topo", "ibstat": "ibstat", "nvlink": "nvlink", "fio": "fio", "dcgm": "dcgm",
            "bandwidth": "bandwidth", "gdsio": "gdsio", "xid": "xid", "training": "training"}
 NOT_A_KIND = {"nvidia-smi-L-h200-1gpu-580.159.txt", "nvidia-smi-table-h200-1gpu-580.159.txt",
               "nvlink-status-h200-1gpu-no-nvlink-real.txt",

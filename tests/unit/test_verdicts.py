@@ -195,7 +195,9 @@ def test_topo_h100_full_mesh_passes_and_single_gpu_not_applicable() -> None:
 
 def test_nvidia_smi_h100_fixture_passes_h100_sku() -> None:
     a = analyze_text("nvidia-smi-q", text("nvidia_smi/nvidia-smi-q-h100-8gpu-535.161.txt"), load_sku("hgx-h100-80gb"))
-    assert a.status is Status.PASS
+    # every SKU fact passes; the one failure is real: all 8 GPUs of this sample show HW Slowdown /
+    # HW Power Brake Slowdown Active (issue 19: a power brake is a fault, judged by judge_clock_events)
+    assert {v.check for v in a.verdicts if v.status is not Status.PASS} == {"clock_event_reasons"}
     assert analyze_text("nvidia-smi-q", text("nvidia_smi/nvidia-smi-q-h100-8gpu-535.161.txt"),
                         load_sku("hgx-a100-80gb")).status is Status.FAIL  # H100s are not the A100s ordered
 
