@@ -1526,7 +1526,7 @@ def judge_training_multi_node(result: TrainingResult, sku: Sku | None, subject: 
     if final is None:
         return out
     if final.ranks:
-        majority = max(set(final.param_checksum_per_rank), key=final.param_checksum_per_rank.count)
+        majority = final.majority_checksum
         listing = ", ".join(f"rank {r.rank} on {r.node}" + (f" ({r.host})" if r.host and r.host != r.node else "")
                             + f": {r.checksum}" + ("" if r.checksum == majority else " (differs)")
                             for r in final.ranks)

@@ -96,6 +96,7 @@ class BenchRun:
         # `@local` tier, parallel test runs) never write over each other's program
         self.train_id = f"{record.id}-{secrets.token_hex(4)}"
         self.single_training: dict[str, TrainingFinal] = {}  # node → its own training run's final record
+        self.single_loss: dict[str, list[list[float]]] = {}  # node → its own run's [step, loss] (the report's chart)
         self.training: dict[str, Any] = {}  # the multi-node training run, for bench.json
         self.by_name = {s.node: s for s in self.specs}
         self.targets = targets or remote.targets_for(loaded, self.specs)
@@ -185,6 +186,7 @@ class BenchRun:
                 self.series.append(nccl_series(judged.parsed, host, test, judged.emulated))
             if kind == "training" and judged.parsed is not None and judged.parsed.final is not None:
                 self.single_training[host] = judged.parsed.final
+                self.single_loss[host] = [[st.step, st.loss] for st in judged.parsed.steps]
 
     # ---------------------------------------------------------------- pairs
 
@@ -381,7 +383,7 @@ class BenchRun:
             return
         sku = self.sku(head)
         self.cluster.add(judge_training_multi_node(result, sku, subject, self.single_training), test, None, raw0)
-        self.training.update(training_summary(result, node0, self.single_training))
+        self.training.update(training_summary(result, node0, self.single_training, self.single_loss))
 
     # ---------------------------------------------------------------- all
 
@@ -461,16 +463,20 @@ def train_env_path(spec: NodeSpec) -> str:
     return str(train_env_knob(spec, "train_env_path") or suites.TRAIN_ENV)
 
 
-def training_summary(result: TrainingResult, node0: str, single: dict[str, TrainingFinal]) -> dict[str, Any]:
+def training_summary(result: TrainingResult, node0: str, single: dict[str, TrainingFinal],
+                     single_loss: dict[str, list[list[float]]] | None = None) -> dict[str, Any]:
     """The multi-node run's figures for bench.json: loss per step, every rank's node and
-    checksum, tokens/s (all ranks, per rank), the per-node figures it is compared with, and the
-    torch / CUDA / NCCL versions that ran."""
+    checksum (and whether it differs from the majority's), tokens/s (all ranks, per rank), the
+    per-node figures it is compared with (tokens/s, loss per step), and the torch / CUDA / NCCL
+    versions that ran."""
     final = result.final
     assert final is not None  # only called with a finished run
+    majority = final.majority_checksum
     return {
         "rank0_node": node0,
         "loss": [[s.step, s.loss] for s in result.steps],
-        "ranks": [{"rank": r.rank, "node": r.node, "host": r.host, "checksum": r.checksum} for r in final.ranks],
+        "ranks": [{"rank": r.rank, "node": r.node, "host": r.host, "checksum": r.checksum,
+                   "differs": r.checksum != majority} for r in final.ranks],
         "ranks_agree": final.ranks_agree,
         "world_size": final.world_size,
         "model": final.model,
@@ -478,6 +484,7 @@ def training_summary(result: TrainingResult, node0: str, single: dict[str, Train
         "tokens_per_s": final.tokens_per_s,
         "tokens_per_s_per_rank": round(final.tokens_per_s_per_rank, 1),
         "single_node_tokens_per_s": {node: f.tokens_per_s for node, f in sorted(single.items())},
+        "single_node_loss": dict(sorted((single_loss or {}).items())),
         "ran": {"torch": final.torch_version, "cuda": final.cuda_version, "nccl": final.nccl_version},
     }
 
@@ -515,9 +522,10 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
     hosts{name: {status, results[…], tests[…]}}, cluster{status, results, tests},
     nccl_series[{label, test, gpus, points[[size_bytes, busbw_gb_s], …]}], training{nodes, endpoint,
     head, versions{node: {python, torch, cuda, nccl, gpus}}, argv{node: [...]}, rank0_node, loss[[step, loss]],
-    ranks[{rank, node, host, checksum}], ranks_agree, world_size, model, backend, tokens_per_s,
-    tokens_per_s_per_rank, single_node_tokens_per_s{node: …}, ran{torch, cuda, nccl}} (empty when the
-    run across nodes did not start; partial when it failed)}; every result is
+    ranks[{rank, node, host, checksum, differs}], ranks_agree, world_size, model, backend, tokens_per_s,
+    tokens_per_s_per_rank, single_node_tokens_per_s{node: …}, single_node_loss{node: [[step, loss]]},
+    ran{torch, cuda, nccl}} (empty when the run across nodes did not start; partial when it failed)};
+    every result is
     a verdict (check, status, subject, value, threshold, unit, source, remediation, message)
     plus test, host, raw (and skipped when the tool reported it could not start)."""
     data = BenchRun(loaded, specs, suite, record, targets, progress, train_env).run()

@@ -94,6 +94,13 @@ class TrainingFinal:
         return len(set(self.param_checksum_per_rank)) == 1
 
     @property
+    def majority_checksum(self) -> str:
+        """The checksum most ranks hold, on a tie the lowest rank's; a rank with another one
+        differs (the verdict and the report mark the same ranks, the same on every run)."""
+        sums = self.param_checksum_per_rank
+        return max(sums, key=lambda c: (sums.count(c), -sums.index(c)))
+
+    @property
     def achieved_tflops(self) -> float:
         """Model TFLOP/s of the whole job (all ranks)."""
         return self.model_flops_per_token * self.tokens_per_s / 1e12

@@ -379,6 +379,9 @@ def test_real_two_launchers_on_this_machine(tmp_path: Path) -> None:
     assert {r["node"] for r in training["ranks"]} == {"gpu-01", "gpu-02"} and training["world_size"] == 2
     assert training["backend"] == "gloo" and training["ranks_agree"]
     assert set(training["single_node_tokens_per_s"]) == {"gpu-01", "gpu-02"}
+    # what the report draws and marks: each node's own loss curve, no rank differs
+    assert {n: len(v) for n, v in training["single_node_loss"].items()} == {"gpu-01": 16, "gpu-02": 16}
+    assert [r["differs"] for r in training["ranks"]] == [False, False]
     print(f"\n2 launchers x 1 rank, gloo: {training['tokens_per_s']} tokens/s, "
           f"per node alone (2 ranks each) {training['single_node_tokens_per_s']}, "
           f"efficiency {got['train_scaling_efficiency']['value']}, loss {training['loss'][0][1]} -> "
