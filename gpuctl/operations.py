@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from io import StringIO
@@ -37,6 +36,12 @@ from gpuctl.matrix import Package
 from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
 
+# the one quoting place and its composers (re-exported: roles import them from here)
+from gpuctl.shellcmd import OR_TRUE as OR_TRUE
+from gpuctl.shellcmd import QUIET as QUIET
+from gpuctl.shellcmd import and_then, pipe, sh
+from gpuctl.shellcmd import or_else as or_else
+
 log = logging.getLogger(__name__)
 
 APT_ENV = "DEBIAN_FRONTEND=noninteractive"
@@ -48,12 +53,6 @@ DNF_INSTALL = "dnf install -y --disableplugin=versionlock"
 
 
 # ------------------------------------------------------------------ commands
-
-def sh(*argv: object) -> str:
-    """The one place a command line is made from an argv: every word quoted (`shlex.join`).
-    Compose pipelines from its results with literal `&&`, `||`, `;` and redirections."""
-    return shlex.join(str(a) for a in argv)
-
 
 def fstab_fields(*fields: object) -> str:
     """One /etc/fstab line from its fields; ValueError when a field is empty or holds a blank
@@ -93,7 +92,7 @@ def template_env(folder: str, *, trim: bool = True) -> jinja2.Environment:
         autoescape=False,
         finalize=one_line_value,
     )
-    env.filters["q"] = lambda v: shlex.quote(str(v))  # a word of a shell script template
+    env.filters["q"] = sh  # a word of a shell script template
     env.filters["word"] = shell_word  # a value a shell or systemd line takes as it is, or a refusal
     return env
 
@@ -193,7 +192,7 @@ def install_packages(packages: Sequence[Package | str | Want], snapshot: Package
     if not todo:
         host.noop(f"{label or 'packages'} already installed at the pinned versions")
         return
-    args = " ".join(shlex.quote(w.argument(snapshot.manager)) for w in todo)
+    args = sh(*(w.argument(snapshot.manager) for w in todo))
     if snapshot.manager == "dnf":
         yield f"{DNF_INSTALL} {args}"
         return
@@ -213,7 +212,7 @@ def apt_index_guard(pinned: Sequence[str]) -> str:
     host never gets it); it catches a matrix moved to a release published after the node's
     last index refresh — the repository's source did not change, so nvidia_repo did not
     update, and apt would answer "Version … was not found"."""
-    checks = " ".join(shlex.quote(p) for p in pinned)
+    checks = sh(*pinned)
     return (f"for p in {checks}; do apt-cache show \"$p\" 2>/dev/null | grep -q '^Package:' || "
             f"{{ {APT_ENV} apt-get update -q; break; }}; done")
 
@@ -373,7 +372,7 @@ def grubby_args(args: Sequence[str], boot: BootState):
     if not todo:
         host.noop("kernel command line already has " + " ".join(args))
         return
-    yield "grubby --update-kernel=ALL --args=" + shlex.quote(" ".join(todo))
+    yield sh("grubby", "--update-kernel=ALL") + " --args=" + sh(" ".join(todo))
 
 
 @operation()
@@ -401,11 +400,11 @@ def fetch_verified(url: str, dest: str, sha256: str, states: dict[str, FileState
         host.noop(f"{dest} already present with sha256 {sha256[:12]}…")
         return
     tmp = dest + ".gpuctl-download"
-    proxy_arg = f" --proxy {shlex.quote(proxy)}" if proxy else ""
+    proxy_arg = ["--proxy", proxy] if proxy else []
     parent = dest.rsplit("/", 1)[0] or "/"
-    yield (f"mkdir -p {shlex.quote(parent)} && curl -fsSL{proxy_arg} -o {shlex.quote(tmp)} {shlex.quote(url)}"
-           f" && echo {shlex.quote(f'{sha256}  {tmp}')} | sha256sum -c --quiet"
-           f" && mv {shlex.quote(tmp)} {shlex.quote(dest)} || {{ rm -f {shlex.quote(tmp)}; exit 1; }}")
+    fetch = and_then(sh("mkdir", "-p", parent), sh("curl", "-fsSL", *proxy_arg, "-o", tmp, url),
+                     pipe(sh("echo", f"{sha256}  {tmp}"), sh("sha256sum", "-c", "--quiet")), sh("mv", tmp, dest))
+    yield f"{fetch} || {{ {sh('rm', '-f', tmp)}; exit 1; }}"
 
 
 @operation()
@@ -416,10 +415,11 @@ def dearmor_keyring(armored: str, keyring: str, armored_sha256: str, keyring_mat
     if keyring_matches:
         host.noop(f"{keyring} already holds the verified key")
         return
-    a, k = shlex.quote(armored), shlex.quote(keyring)
-    yield (f"echo {shlex.quote(f'{armored_sha256}  {armored}')} | sha256sum -c --quiet"
-           f" && if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' {a}; then gpg --dearmor --yes -o {k} < {a};"
-           f" else cp {a} {k}; fi && chmod 644 {k}")
+    a = sh(armored)
+    check = pipe(sh("echo", f"{armored_sha256}  {armored}"), sh("sha256sum", "-c", "--quiet"))
+    yield (f"{check} && if {sh('grep', '-q', 'BEGIN PGP PUBLIC KEY BLOCK', armored)};"
+           f" then {sh('gpg', '--dearmor', '--yes', '-o', keyring)} < {a};"
+           f" else {sh('cp', armored, keyring)}; fi && {sh('chmod', '644', keyring)}")
 
 
 # ------------------------------------------------------------------ role knobs
