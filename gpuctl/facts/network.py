@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyinfra.api import FactBase
 
 from gpuctl.errors import ParseError
+from gpuctl.shellcmd import sh
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def rdma_command(ports: list[tuple[str, str]]) -> str:
     """Shell that prints the GID table and driver of each (hca, netdev) port 1."""
     parts = ["for t in mlnx_qos cma_roce_mode; do command -v $t >/dev/null 2>&1 && echo \"tool $t\"; done"]
     for hca, netdev in ports:
-        h, n = shlex.quote(hca), shlex.quote(netdev)
+        h, n = sh(hca), sh(netdev)
         parts.append(
             f"p=/sys/class/infiniband/{h}/ports/1; if [ -d $p ]; then "
             f"drv=$(basename \"$(readlink -f /sys/class/infiniband/{h}/device/driver 2>/dev/null)\" 2>/dev/null); "
@@ -265,7 +265,7 @@ class UnitState(FactBase):
     """(`systemctl is-enabled`, `systemctl is-active`) of UNIT."""
 
     def command(self, unit: str) -> str:
-        u = shlex.quote(unit)
+        u = sh(unit)
         return (f"echo \"$(systemctl is-enabled {u} 2>/dev/null || true) "
                 f"$(systemctl is-active {u} 2>/dev/null || true)\"")
 
@@ -282,7 +282,7 @@ class ModulesLoaded(FactBase):
     """Which of the given kernel modules are loaded (/sys/module/<name>; tolerant of built-ins)."""
 
     def command(self, names: list[str]) -> str:
-        return "; ".join(f"[ -d /sys/module/{shlex.quote(n)} ] && echo {shlex.quote(n)}" for n in names) + "; true"
+        return "; ".join(f"[ -d /sys/module/{sh(n)} ] && echo {sh(n)}" for n in names) + "; true"
 
     @staticmethod
     def default() -> frozenset[str]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shlex
 from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FactBase
 
 from gpuctl.errors import ParseError
+from gpuctl.shellcmd import OR_TRUE, QUIET, sh
 from gpuctl.storage_safety import BlockDev, MdArray, Signature, StorageFacts, Superblock, is_nvme_namespace
 
 log = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ class LsblkDevices(FactBase):
 def _signatures_command(devices: list[str]) -> str:
     parts = []
     for d in devices:
-        q = shlex.quote(d)
+        q = sh(d)
         parts.append(f"echo '{_MARK}'{q}; wipefs -n -J {q} || echo '{_MARK}'{q}' failed'")
     return "; ".join(parts) if parts else "true"
 
@@ -223,7 +223,7 @@ class MdDetail(FactBase):
     """`mdadm --detail --brief ARRAY` parsed; {} when the array is not running."""
 
     def command(self, array: str) -> str:
-        return f"mdadm --detail --brief {shlex.quote(array)} 2>/dev/null || true"
+        return sh("mdadm", "--detail", "--brief", array) + QUIET + OR_TRUE
 
     def requires_command(self, array: str) -> str:
         return "mdadm"
@@ -254,7 +254,7 @@ class MountSource(FactBase):
     """What is mounted at PATH: {"source", "fstype"}; {} when nothing is."""
 
     def command(self, path: str) -> str:
-        return f"findmnt -n -o SOURCE,FSTYPE --mountpoint {shlex.quote(path)} || true"
+        return sh("findmnt", "-n", "-o", "SOURCE,FSTYPE", "--mountpoint", path) + OR_TRUE
 
     @staticmethod
     def default() -> dict[str, str]:
@@ -269,7 +269,7 @@ class FsUuid(FactBase):
     """Filesystem UUID on DEVICE (`blkid -s UUID -o value`); "" when none."""
 
     def command(self, device: str) -> str:
-        return f"blkid -s UUID -o value {shlex.quote(device)} 2>/dev/null || true"
+        return sh("blkid", "-s", "UUID", "-o", "value", device) + QUIET + OR_TRUE
 
     @staticmethod
     def default() -> str:
@@ -283,7 +283,7 @@ class TextFile(FactBase):
     """A file's lines; () when the file does not exist."""
 
     def command(self, path: str) -> str:
-        return f"cat {shlex.quote(path)} 2>/dev/null || true"
+        return sh("cat", path) + QUIET + OR_TRUE
 
     @staticmethod
     def default() -> tuple[str, ...]:
@@ -297,7 +297,7 @@ class ResolvedPaths(FactBase):
     """`readlink -f` of each path (for /dev/disk/by-id/… in storage.raid.devices)."""
 
     def command(self, paths: list[str]) -> str:
-        return "; ".join(f"printf '%s %s\\n' {shlex.quote(p)} \"$(readlink -f {shlex.quote(p)})\"" for p in paths) \
+        return "; ".join(f"printf '%s %s\\n' {sh(p)} \"$(readlink -f {sh(p)})\"" for p in paths) \
             or "true"
 
     @staticmethod
@@ -334,7 +334,7 @@ class KernelModuleVersion(FactBase):
     """`modinfo -k $(uname -r) -F version MODULE`: the version built for the running kernel; "" when none."""
 
     def command(self, module: str) -> str:
-        return f"modinfo -k \"$(uname -r)\" -F version {shlex.quote(module)} 2>/dev/null || true"
+        return f"modinfo -k \"$(uname -r)\" -F version {sh(module)} 2>/dev/null || true"
 
     @staticmethod
     def default() -> str:

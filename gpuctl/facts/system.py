@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import logging
-import shlex
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase
@@ -23,6 +22,7 @@ from pyinfra.api import FactBase
 from gpuctl.checks.probe import sysctl_path
 from gpuctl.facts import marker, one_line
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
+from gpuctl.shellcmd import sh
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class FileStates(FactBase[dict[str, FileState]]):
     """sha256 and mode of each path (regular files only; anything else counts as missing)."""
 
     def command(self, paths: tuple[str, ...]) -> str:
-        quoted = " ".join(shlex.quote(p) for p in paths)
+        quoted = sh(*paths)
         return (marker("files") + f" for f in {quoted}; do if [ -f \"$f\" ]; then "
                 "printf '%s %s %s\\n' \"$(sha256sum < \"$f\" | cut -d' ' -f1)\" \"$(stat -c %a \"$f\")\" \"$f\"; "
                 "else printf 'missing - %s\\n' \"$f\"; fi; done")
@@ -134,7 +134,7 @@ class SysctlValues(FactBase[dict[str, str]]):
     """The running kernel's value of each sysctl key (read from /proc/sys)."""
 
     def command(self, keys: tuple[str, ...]) -> str:
-        pairs = " ".join(shlex.quote(f"{k}={sysctl_path(k)}") for k in keys)
+        pairs = sh(*(f"{k}={sysctl_path(k)}" for k in keys))
         return (marker("sysctl") + f" for kv in {pairs}; do printf '%s=%s\\n' \"${{kv%%=*}}\" "
                 "\"$(cat \"${kv#*=}\" 2>/dev/null)\"; done")
 
@@ -188,7 +188,7 @@ def parse_services(lines: list[str]) -> dict[str, ServiceState]:
 
 class ServiceStates(FactBase[dict[str, ServiceState]]):
     def command(self, names: tuple[str, ...]) -> str:
-        quoted = " ".join(shlex.quote(n) for n in names)
+        quoted = sh(*names)
         return (marker("services") + f" for u in {quoted}; do printf '%s|%s|%s\\n' \"$u\" "
                 "\"$(systemctl is-enabled \"$u\" 2>/dev/null)\" \"$(systemctl is-active \"$u\" 2>/dev/null)\"; done")
 
@@ -216,7 +216,7 @@ class CommandPaths(FactBase[dict[str, str | None]]):
     """Where each program is (`command -v`; an absolute path is tested with -x)."""
 
     def command(self, names: tuple[str, ...]) -> str:
-        quoted = " ".join(shlex.quote(n) for n in names)
+        quoted = sh(*names)
         return (marker("commands") + f" for c in {quoted}; do case \"$c\" in /*) "
                 "if [ -x \"$c\" ]; then p=$c; else p=''; fi ;; *) p=$(command -v \"$c\" 2>/dev/null) ;; esac; "
                 "echo \"$c=$p\"; done")
@@ -248,8 +248,8 @@ class RepoFacts(FactBase[RepoState]):
     """Does `keyring` hold the downloaded `armored` key, and does apt have lists for the repo."""
 
     def command(self, armored: str, keyring: str, lists_prefix: str = "") -> str:
-        a, k = shlex.quote(armored), shlex.quote(keyring)
-        lists = (f" ls /var/lib/apt/lists/{shlex.quote(lists_prefix)}*Packages* >/dev/null 2>&1 && echo lists;"
+        a, k = sh(armored), sh(keyring)
+        lists = (f" ls /var/lib/apt/lists/{sh(lists_prefix)}*Packages* >/dev/null 2>&1 && echo lists;"
                  if lists_prefix else " echo lists;")
         return (marker("repo") + f" if [ -f {a} ] && [ -f {k} ]; then if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' {a};"
                 f" then gpg --dearmor < {a} 2>/dev/null | cmp -s - {k} && echo match;"

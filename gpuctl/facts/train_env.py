@@ -8,13 +8,13 @@ without the environment answers `link=` and nothing else; the command always exi
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
 from gpuctl.facts import marker
 from gpuctl.parsers.train_env import DIST_LISTING, parse_distributions
+from gpuctl.shellcmd import sh
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,10 @@ def parse_train_env(lines: list[str]) -> TrainEnv:
 
 class TrainEnvState(FactBase[TrainEnv]):
     def command(self, path: str) -> str:
-        p = shlex.quote(path)
+        p = sh(path)
         return (marker("train-env") + f" if [ -L {p} ]; then echo \"link=$(readlink {p})\"; "
                 f"elif [ -e {p} ]; then echo notalink; else echo link=; fi; "
-                f"if [ -x {p}/bin/python ]; then {p}/bin/python -c {shlex.quote(DIST_LISTING)} 2>/dev/null; fi; true")
+                f"if [ -x {p}/bin/python ]; then {p}/bin/python -c {sh(DIST_LISTING)} 2>/dev/null; fi; true")
 
     @staticmethod
     def default() -> TrainEnv:
