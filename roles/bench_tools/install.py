@@ -19,7 +19,6 @@ bench_tools_bwprobe_package set (a prebuilt package), that package.
 from __future__ import annotations
 
 import logging
-import shlex
 
 from pyinfra import host
 from pyinfra.api import deploy, operation
@@ -61,10 +60,10 @@ def build_nccl_tests(tarball: str, build_dir: str, cuda_home: str, mpi_home: str
     if skip_reason:
         host.noop(skip_reason)
         return
-    d = shlex.quote(build_dir)
-    yield (f"rm -rf {d} && mkdir -p {d} && tar -xzf {shlex.quote(tarball)} -C {d} --strip-components=1"
-           f" && make -C {d} -j\"$(nproc)\" MPI=1 MPI_HOME={shlex.quote(mpi_home)} CUDA_HOME={shlex.quote(cuda_home)}"
-           f" NCCL_HOME=/usr && for b in {d}/build/*_perf; do ln -sf \"$b\" {shlex.quote(bin_dir)}/; done")
+    d = sh(build_dir)
+    yield (f"rm -rf {d} && mkdir -p {d} && tar -xzf {sh(tarball)} -C {d} --strip-components=1"
+           f" && make -C {d} -j\"$(nproc)\" MPI=1 MPI_HOME={sh(mpi_home)} CUDA_HOME={sh(cuda_home)}"
+           f" NCCL_HOME=/usr && for b in {d}/build/*_perf; do ln -sf \"$b\" {sh(bin_dir)}/; done")
 
 
 @operation(is_idempotent=False)
