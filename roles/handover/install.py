@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shlex
 from io import StringIO
 from typing import Any
 
@@ -31,7 +30,7 @@ from pyinfra.operations import files, server
 
 from gpuctl.deploy_context import node_spec
 from gpuctl.handover import LOGIN_OK, PROBE_MARK, HandoverPlan, key_blob
-from gpuctl.operations import role_knobs
+from gpuctl.operations import OR_TRUE, QUIET, role_knobs, sh
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +49,10 @@ def sudoers_file(path: str, content: str, current_sha256: str | None):
         return
     folder, name = path.rsplit("/", 1)
     tmp = f"{folder}/.{name}.gpuctl-new"  # sudo skips names with a '.'
-    q, qt = shlex.quote(path), shlex.quote(tmp)
+    q, qt = sh(path), sh(tmp)
     yield FileUploadCommand(StringIO(content), tmp)
     yield (f"chown root:root {qt} && chmod 0440 {qt} && visudo -cf {qt} && mv -f {qt} {q}"
-           f" || {{ rm -f {qt}; echo {shlex.quote(f'visudo rejected the sudoers rule for {name}')} >&2; exit 1; }}")
+           f" || {{ rm -f {qt}; echo {sh(f'visudo rejected the sudoers rule for {name}')} >&2; exit 1; }}")
 
 
 @operation(is_idempotent=False)
@@ -61,9 +60,9 @@ def prove_login(account: str, home: str, probe_public_key: str, address: str, po
                 check: Any, outcome: dict[str, Any]):
     """Add the probe key to `account`, log in as it from the control machine, remove the
     probe key again, then fail this host unless the login worked."""
-    ak = shlex.quote(f"{home}/.ssh/authorized_keys")
+    ak = sh(f"{home}/.ssh/authorized_keys")
     line = f"restrict {probe_public_key} {PROBE_MARK}"
-    yield f"printf '%s\\n' {shlex.quote(line)} >> {ak}"
+    yield sh("printf", "%s\\n", line) + " >> " + ak
 
     def _probe(state: Any, host: Any) -> bool:  # pyinfra passes state, host by name
         try:
@@ -92,7 +91,7 @@ def remove_authorized_key(path: str, blob: str, present: bool):
     if not present:
         host.noop(f"the provider key is not in {path}")
         return
-    q, tmp, b = shlex.quote(path), shlex.quote(path + ".gpuctl-tmp"), shlex.quote(blob)
+    q, tmp, b = sh(path), sh(path + ".gpuctl-tmp"), sh(blob)
     yield f"{{ grep -vF -- {b} {q} || true; }} > {tmp} && cat {tmp} > {q} && rm -f {tmp}"
 
 
@@ -125,8 +124,8 @@ def install(plan: HandoverPlan) -> None:
                            "and a probe key (gpuctl.handover.handover builds them)")
     probe = next(a for a in plan.accounts if a.name == plan.probe_account)
     blob = key_blob(plan.provider_public_key)
-    count = host.get_fact(Command, command=f"grep -cF -- {shlex.quote(blob)} "
-                                           f"{shlex.quote(plan.provider_authorized_keys)} 2>/dev/null || true")
+    count = host.get_fact(Command, command=sh("grep", "-cF", "--", blob, plan.provider_authorized_keys)
+                          + QUIET + OR_TRUE)
     present = str(count or "0").strip() not in ("", "0")
     outcome: dict[str, Any] = {}
     # every host gets the same operations (pyinfra matches them by position): gate with _if
