@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shlex
 from io import StringIO
 from typing import Any
 
@@ -70,7 +69,7 @@ def module_built(module: str, version: str) -> Any:
         yield from fail_host._inner(reason=f"{module} for the running kernel is {found or 'missing'}, not {version}: "
                                        "the DKMS/kmod build did not produce it (see `dkms status`)")
         return
-    yield f": check {shlex.quote(module)} {shlex.quote(version)} is built for \"$(uname -r)\""
+    yield sh(":", "check", module, version) + ' is built for "$(uname -r)"'
 
 
 @operation()
@@ -78,9 +77,9 @@ def fstab_line(line: str, mount: str) -> Any:
     if line.split() in [x.split() for x in host.get_fact(TextFile, path="/etc/fstab")]:
         host.noop(f"/etc/fstab mounts {mount}")
         return
-    m = shlex.quote(mount)
+    m = sh(mount)
     yield (f"awk -v m={m} '$1 ~ /^#/ || $2 != m' /etc/fstab > /etc/fstab.gpuctl && "
-           f"printf '%s\\n' {shlex.quote(line)} >> /etc/fstab.gpuctl && mv /etc/fstab.gpuctl /etc/fstab && "
+           f"printf '%s\\n' {sh(line)} >> /etc/fstab.gpuctl && mv /etc/fstab.gpuctl /etc/fstab && "
            "(systemctl daemon-reload 2>/dev/null || true)")
 
 
