@@ -12,7 +12,6 @@ are reported as "not applicable" operations naming the device, never skipped sil
 from __future__ import annotations
 
 import logging
-import shlex
 from dataclasses import dataclass
 from functools import cache
 from io import StringIO
@@ -97,7 +96,7 @@ def _fail_now(state: Any, host: Any, message: str) -> bool:
 
 
 def _fail_commands(message: str) -> Any:
-    yield StringCommand(f"printf '%s\\n' {shlex.quote(message)} >&2; exit 1")
+    yield StringCommand(sh("printf", "%s\\n", message) + " >&2; exit 1")
     yield FunctionCommand(_fail_now, (message,), {})
 
 
@@ -130,7 +129,7 @@ def line_in_file(path: str, line: str) -> Any:
     if line in host.get_fact(TextFile, path=path):
         host.noop(f"{path} has '{line}'")
         return
-    yield f"printf '%s\\n' {shlex.quote(line)} >> {shlex.quote(path)}"
+    yield sh("printf", "%s\\n", line) + " >> " + sh(path)
 
 
 @operation()
@@ -252,12 +251,12 @@ def nccl_conf(spec: NodeSpec, path: str) -> Any:
 
 def _apply_commands(renderer: str, i: Iface) -> tuple[str, str]:
     """(reload after a config change, bring up when down) — both touch only I."""
-    n = shlex.quote(i.ifname)
+    n = sh(i.ifname)
     if renderer == "ifupdown":
         return f"(ifdown --force {n} 2>/dev/null || true) && ifup {n}", f"ifup {n}"
     if renderer == "netplan":
         return f"networkctl reconfigure {n}", f"networkctl reconfigure {n}"
-    con = shlex.quote(f"gpuctl-{i.ifname}")
+    con = sh(f"gpuctl-{i.ifname}")
     return f"nmcli connection up {con}", f"nmcli connection up {con}"
 
 
