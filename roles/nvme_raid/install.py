@@ -11,7 +11,6 @@ carries no signature.
 from __future__ import annotations
 
 import logging
-import shlex
 from typing import Any
 
 from pyinfra import host
@@ -43,7 +42,7 @@ def _fail_now(state: Any, host: Any, message: str) -> bool:
 def _fail_commands(message: str) -> Any:
     """Commands that fail the host with MESSAGE: on a real host the remote command's stderr carries
     it; the Python callback fails the host whatever the connector (and logs it)."""
-    yield StringCommand(f"printf '%s\\n' {shlex.quote(message)} >&2; exit 1")
+    yield StringCommand(sh("printf", "%s\\n", message) + " >&2; exit 1")
     yield FunctionCommand(_fail_now, (message,), {})
 
 
@@ -70,10 +69,10 @@ def mdadm_conf(array: str, conf: str) -> Any:
     if uuid and any(line.startswith("ARRAY ") and f"UUID={uuid}" in line for line in lines):
         host.noop(f"{conf} already names {array} (UUID {uuid})")
         return
-    a, c = shlex.quote(array), shlex.quote(conf)
+    a, c = sh(array), sh(conf)
     yield (
         f"line=$(mdadm --detail --brief {a}) && [ -n \"$line\" ] || "
-        f"{{ echo {shlex.quote(f'gpuctl: {array} is not running')} >&2; exit 1; }}; "
+        f"{{ echo {sh(f'gpuctl: {array} is not running')} >&2; exit 1; }}; "
         f"uuid=$(printf '%s\\n' \"$line\" | sed -n 's/.*UUID=\\([^ ]*\\).*/\\1/p'); "
         f"mkdir -p $(dirname {c}) && touch {c} && "
         f"awk -v dev={a} -v u=\"UUID=$uuid\" '!($1 == \"ARRAY\" && ($2 == dev || index($0, u)))' {c} > {c}.gpuctl && "
@@ -90,11 +89,11 @@ def fstab_entry(array: str, mount: str, fs: str, options: str, passno: int) -> A
     if uuid and any(line.split() == want for line in lines):
         host.noop(f"/etc/fstab already mounts UUID={uuid} at {mount}")
         return
-    a, m = shlex.quote(array), shlex.quote(mount)
-    rest = shlex.quote(" " + fstab_fields(mount, fs, options, "0", passno))  # ValueError on a blank/control char
+    a, m = sh(array), sh(mount)
+    rest = sh(" " + fstab_fields(mount, fs, options, "0", passno))  # ValueError on a blank/control char
     yield (
         f"uuid=$(blkid -s UUID -o value {a}) && [ -n \"$uuid\" ] || "
-        f"{{ echo {shlex.quote(f'gpuctl: {array} carries no filesystem UUID')} >&2; exit 1; }}; "
+        f"{{ echo {sh(f'gpuctl: {array} carries no filesystem UUID')} >&2; exit 1; }}; "
         f"awk -v m={m} '$1 ~ /^#/ || $2 != m' /etc/fstab > /etc/fstab.gpuctl && "
         f"printf 'UUID=%s%s\\n' \"$uuid\" {rest} >> /etc/fstab.gpuctl && mv /etc/fstab.gpuctl /etc/fstab && "
         "(systemctl daemon-reload 2>/dev/null || true)"
@@ -116,7 +115,7 @@ def mounted(array: str, mount: str) -> Any:
 
 def _create_command(plan: RaidPlan, chunk_kib: int, name: str, metadata: str) -> str:
     """mdadm --create, preceded by an execution-time re-check that every member is blank."""
-    checks = " ".join(shlex.quote(d) for d in plan.devices)
+    checks = sh(*plan.devices)
     opts = [f"--level={plan.level}", f"--raid-devices={len(plan.devices)}", f"--metadata={metadata}",
             f"--name={name}", "--run"]
     if plan.level != 1:
@@ -132,7 +131,7 @@ def _create_command(plan: RaidPlan, chunk_kib: int, name: str, metadata: str) ->
 
 def _mkfs_command(array: str, fs: str, options: str | list[str]) -> str:
     """mkfs.<fs> with the knob's option tokens (each quoted), after a re-check for signatures."""
-    a = shlex.quote(array)
+    a = sh(array)
     return (
         f"s=$(wipefs -i -O TYPE,OFFSET {a}) || exit 1; "
         f"if [ -n \"$s\" ]; then printf 'gpuctl: refusing mkfs: %s already carries %s\\n' {a} \"$s\" >&2; exit 1; fi; "
