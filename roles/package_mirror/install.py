@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shlex
 from io import StringIO
 from typing import Any
 
@@ -32,7 +31,7 @@ from pyinfra.operations import systemd
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.system import FileState, FileStates
 from gpuctl.mirror import user_ports
-from gpuctl.operations import one_line_value, role_knobs
+from gpuctl.operations import and_then, one_line_value, role_knobs, sh
 from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
 
@@ -57,9 +56,9 @@ def install_cache_packages(packages: list[str], installed: list[str], proxy: str
     if not missing:
         host.noop(f"{', '.join(packages)} installed")
         return
-    via = f" -o Acquire::http::Proxy={shlex.quote(proxy)}" if proxy else ""
+    via = f" -o Acquire::http::Proxy={sh(proxy)}" if proxy else ""
     yield (f"DEBIAN_FRONTEND=noninteractive apt-get{via} update -q && DEBIAN_FRONTEND=noninteractive "
-           f"apt-get{via} install -y -q --no-install-recommends {' '.join(shlex.quote(p) for p in missing)}")
+           f"apt-get{via} install -y -q --no-install-recommends {sh(*missing)}")
 
 
 # apt-cacher-ng's service runs as this user and group (upstream systemd/apt-cacher-ng.service.in:
@@ -74,7 +73,7 @@ def put_text(path: str, content: str, current: FileState | None):
     secret (`gpuctl.redact.holds_secret`); a file with the right content and another mode is
     only chmodded."""
     owner, mode = (f"root:{ACNG_GROUP}", "640") if holds_secret(content) else ("root:root", "644")
-    set_mode = f"chown {owner} {shlex.quote(path)} && chmod {mode} {shlex.quote(path)}"
+    set_mode = and_then(sh("chown", owner, path), sh("chmod", mode, path))
     if current is not None and current.sha256 == hashlib.sha256(content.encode()).hexdigest():
         if current.mode == mode:
             host.noop(f"{path} is up to date")
@@ -92,7 +91,7 @@ def install() -> None:
     if spec.package_manager != "apt":
         raise RuntimeError(f"{spec.node}: the package cache (apt-cacher-ng) needs a Debian/Ubuntu cache host")
     packages = [str(p) for p in k["package_mirror_packages"]]
-    query = "dpkg-query -W -f='${Package} ${Status}\\n' " + " ".join(shlex.quote(p) for p in packages)
+    query = "dpkg-query -W -f='${Package} ${Status}\\n' " + sh(*packages)
     lines = host.get_fact(Command, command=f"{query} 2>/dev/null || true") or ""
     installed = [ln.split()[0] for ln in str(lines).splitlines() if ln.endswith(" installed")]
     install_cache_packages(name=f"Install {', '.join(packages)}", packages=packages, installed=installed,
@@ -120,7 +119,7 @@ def make_dir(path: str, exists: bool):
     if exists:
         host.noop(f"{path} exists")
         return
-    yield f"mkdir -p {shlex.quote(path)} && chmod 0755 {shlex.quote(path)}"
+    yield and_then(sh("mkdir", "-p", path), sh("chmod", "0755", path))
 
 
 def serve_wheels(k: dict[str, Any]) -> None:
