@@ -20,7 +20,6 @@ lists) equals the lock → no command. Environments of older locks are removed a
 from __future__ import annotations
 
 import re
-import shlex
 
 from pyinfra import host
 from pyinfra.api import deploy, operation
@@ -35,6 +34,7 @@ from gpuctl.operations import (
     read_template_file,
     render,
     role_knobs,
+    sh,
     write_file,
 )
 from gpuctl.spec import TrainEnvSpec
@@ -63,7 +63,7 @@ def build_command(te: TrainEnvSpec, target: str, path: str, lock_file: str, inde
     remove the other environments of `path` (folders `<path>-*` holding a pyvenv.cfg); on any
     failure remove `target` and exit 1, pip's lines and a last line naming the packages on
     stderr. Every value is quoted here."""
-    q = shlex.quote
+    q = sh  # one word
     t, p, py = q(target), q(path), q(f"{target}/bin/python")
     log = q(f"{target}.pip.log")
     pip = (f"{py} -m pip install --no-input --disable-pip-version-check --no-deps --require-hashes"
@@ -89,7 +89,7 @@ def build_train_env(te: TrainEnvSpec, state: TrainEnv, path: str, lock_file: str
     target = env_dir(path, te)
     diff = te.differences(state.distributions)
     if state.not_a_link:
-        yield f"echo {shlex.quote(f'train_env: {path} exists and is not a symlink; move it away')} >&2 && exit 1"
+        yield sh("echo", f"train_env: {path} exists and is not a symlink; move it away") + " >&2 && exit 1"
         return
     if state.target == target and not diff:
         host.noop(f"{path} already holds the lock's {len(te.packages)} distributions (torch {te.torch_version})")
