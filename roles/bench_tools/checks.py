@@ -4,10 +4,9 @@ fabric, fio, MPI, the bandwidth probe."""
 
 from __future__ import annotations
 
-import shlex
-
 from gpuctl.bench.suites import SUITES, TOOL_DIRS, preamble
 from gpuctl.checks.api import Remediation, expect, for_each
+from gpuctl.operations import sh
 
 ROLE = "bench_tools"
 
@@ -27,7 +26,7 @@ def tool_items(spec) -> list[str]:
 
 
 def _paths(spec, probe) -> dict[str, str]:
-    names = " ".join(shlex.quote(t) for t in tool_items(spec))
+    names = sh(*tool_items(spec))
     # the PATH the bench's scripts run with (its preamble adds gpuctl's tool folders)
     search = preamble().replace("\n", "; ")
     lookup = f'for t in {names}; do printf "%s\\t%s\\n" "$t" "$(command -v "$t")"; done'
