@@ -9,10 +9,10 @@ environment's own python), parsed once (gpuctl.parsers.train_env); every check r
 from __future__ import annotations
 
 import contextlib
-import shlex
 
 from gpuctl.checks.api import CouldNotRun, Remediation, expect, fail, for_each
 from gpuctl.errors import ParseError
+from gpuctl.operations import sh
 from gpuctl.parsers.train_env import TrainEnvProbe, parse_probe
 from gpuctl.spec import train_env_knob
 
@@ -31,8 +31,8 @@ MISSING = 3
 def probe_command(spec) -> str:  # type: ignore[no-untyped-def]
     """Run the probe with the environment's python; exit MISSING (not 127, which the Probe
     takes for a missing tool) when that python does not exist."""
-    python = shlex.quote(f"{knob(spec, 'train_env_path')}/bin/python")
-    script = shlex.quote(str(knob(spec, "train_env_probe_file")))
+    python = sh(f"{knob(spec, 'train_env_path')}/bin/python")
+    script = sh(str(knob(spec, "train_env_probe_file")))
     return f"if [ -x {python} ]; then {python} {script} 2>/dev/null; else exit {MISSING}; fi"
 
 
