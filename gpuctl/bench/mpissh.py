@@ -30,7 +30,6 @@ from __future__ import annotations
 import ipaddress
 import re
 import secrets
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -40,6 +39,7 @@ from pathlib import Path
 
 from gpuctl.bench import suites
 from gpuctl.errors import ExecutionError
+from gpuctl.shellcmd import sh
 
 MARKER_PREFIX = "gpuctl-bench-"
 KEY_NAME = "id_ed25519"
@@ -130,9 +130,9 @@ def head_setup_script(key: RunKey, hosts: Sequence[str]) -> str:
     """On the head node: the private key (stdin) into a new 0700 folder (refused if the
     folder exists), then one `gpuctl-from ADDRESS` line per address the head's connections
     to `hosts` come from (each host's address and the route's source address)."""
-    d, path = shlex.quote(key.key_dir), shlex.quote(key.key_path)
+    d, path = sh(key.key_dir), sh(key.key_path)
     lines = [
-        suites.preamble() + f"mkdir -p {shlex.quote(str(Path(key.key_dir).parent))}",
+        suites.preamble() + f"mkdir -p {sh(str(Path(key.key_dir).parent))}",
         "umask 077",
         f"mkdir -m 700 {d} || {{ echo \"gpuctl: {key.key_dir} exists; not touching it\" >&2; "
         f"exit {suites.EXIT_SCRATCH_EXISTS}; }}",
@@ -141,7 +141,7 @@ def head_setup_script(key: RunKey, hosts: Sequence[str]) -> str:
         f"test -s {path} || {{ echo 'gpuctl: no key arrived on stdin' >&2; exit 1; }}",
     ]
     for host in hosts:
-        h = shlex.quote(host)
+        h = sh(host)
         lines.append(f"a=$(getent ahosts {h} | awk 'NR==1 {{print $1}}'); "
                      f"if [ -n \"$a\" ]; then echo \"{FROM_PREFIX}$a\"; "
                      f"ip -o route get \"$a\" 2>/dev/null | sed -n 's/.* src \\([^ ]*\\).*/{FROM_PREFIX}\\1/p'; fi")
@@ -189,7 +189,7 @@ def authorize_script(key: RunKey, addresses: Sequence[str], valid_s: int) -> str
         # a last line without its newline would be joined to ours
         f'if [ -s {f} ] && [ -n "$(tail -c 1 {f})" ]; then echo >> {f} || exit 1; fi\n'
         f'printf \'%s\\n\' "{line.replace(chr(34), chr(92) + chr(34))}" >> {f} || exit 1\n'
-        f"grep -q -F -e {shlex.quote(_needle(key))} {f} || "
+        f"grep -q -F -e {sh(_needle(key))} {f} || "
         "{ echo 'gpuctl: the key line did not reach authorized_keys' >&2; exit 1; }\n"
     )
 
@@ -209,7 +209,7 @@ def revoke_script(key: RunKey, remove_if_created: bool = False, head: bool = Fal
     is empty again; on the head, also delete the key folder. Exit 1 if the line
     is still there."""
     f = AUTHORIZED_KEYS
-    pattern = shlex.quote("\\#" + _bre(_needle(key), "#") + "$#d")
+    pattern = sh("\\#" + _bre(_needle(key), "#") + "$#d")
     out = [
         suites.preamble().rstrip("\n"),
         f"if [ -f {f} ]; then sed -i --follow-symlinks -e {pattern} {f} || exit 1; fi",
@@ -217,8 +217,8 @@ def revoke_script(key: RunKey, remove_if_created: bool = False, head: bool = Fal
     if remove_if_created:
         out.append(f"if [ -f {f} ] && [ ! -s {f} ]; then rm -f {f}; fi")
     if head:
-        out.append(f"rm -rf -- {shlex.quote(key.key_dir)}")
-    out.append(f"if [ -f {f} ] && grep -q -F -e {shlex.quote(_needle(key))} {f}; then "
+        out.append(sh("rm", "-rf", "--", key.key_dir))
+    out.append(f"if [ -f {f} ] && grep -q -F -e {sh(_needle(key))} {f}; then "
                "echo 'gpuctl: the key line is still in authorized_keys' >&2; exit 1; fi")
     return "\n".join(out) + "\n"
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shlex
 import signal
 import subprocess
 import threading
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 
 from gpuctl import hostkeys
 from gpuctl.inventory import LoadedInventory
+from gpuctl.shellcmd import sh
 from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class SshTarget:
 
     def argv(self, script: str, timeout_s: float) -> list[str]:
         """The local argv that runs `script` (a bash script) on the node within `timeout_s`."""
-        remote = f"timeout -k 5 {int(timeout_s)} bash -c {shlex.quote(script)}"
+        remote = sh("timeout", "-k", "5", int(timeout_s), "bash", "-c", script)
         if self.local:
             return ["bash", "-c", remote]
         return ["ssh", *self.ssh_options(), "-T", f"{self.user}@{self.address}", remote]

@@ -2,7 +2,7 @@
 
 A `Suite` says which tools run and how big each run is; the `*_script` functions turn a
 NodeSpec and a suite into the bash script run on a node. Every value that reaches the
-shell is quoted with `shlex` (`shlex.join` for argv, `shlex.quote` for single words), and
+shell is quoted by `gpuctl.shellcmd.sh` (an argv, or a single word), and
 no script writes outside its own scratch folder: fio and gdsio work in a fresh folder
 under the RAID mount that they create (failing if it exists) and remove on exit.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuctl.provenance import DEVICE_MARK
+from gpuctl.shellcmd import sh
 from gpuctl.spec import NodeSpec
 
 # Where the bench_tools role and the vendor packages put the tools, besides $PATH.
@@ -78,7 +78,7 @@ SUITES: dict[str, Suite] = {
 
 def preamble() -> str:
     """The first lines of every script: strict mode and the tool folders on PATH."""
-    dirs = ":".join(shlex.quote(d) for d in TOOL_DIRS)
+    dirs = ":".join(sh(d) for d in TOOL_DIRS)
     return f'set -u\nexport PATH="$PATH:{dirs}"\n'
 
 
@@ -88,8 +88,8 @@ def nccl_argv(test: str, max_bytes: str, gpus: int) -> list[str]:
 
 
 def nccl_script(test: str, suite: Suite, spec: NodeSpec) -> str:
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.nccl_conf.items()))
-    argv = shlex.join(nccl_argv(test, suite.nccl_max_bytes, spec.hardware.gpu_count))
+    env = " ".join(f"{k}={sh(v)}" for k, v in sorted(spec.nccl_conf.items()))
+    argv = sh(*nccl_argv(test, suite.nccl_max_bytes, spec.hardware.gpu_count))
     return preamble() + (f"env {env} " if env else "") + argv + "\n"
 
 
@@ -153,9 +153,9 @@ def mpirun_argv(hostfile: str, specs: Sequence[NodeSpec], test: str, max_bytes: 
 def multi_node_script(specs: Sequence[NodeSpec], suite: Suite, run_id: str, rsh_args: str) -> str:
     """Run on the first node: write the hostfile, then mpirun across all nodes."""
     hostfile = f"{SCRATCH}/{run_id}/hostfile"
-    return (preamble() + f"mkdir -p {shlex.quote(SCRATCH + '/' + run_id)}\n"
-            f"cat > {shlex.quote(hostfile)} <<'GPUCTL_HOSTFILE'\n{hostfile_text(specs)}GPUCTL_HOSTFILE\n"
-            + shlex.join(mpirun_argv(hostfile, specs, "all_reduce_perf", suite.nccl_max_bytes, rsh_args)) + "\n")
+    return (preamble() + f"mkdir -p {sh(SCRATCH + '/' + run_id)}\n"
+            f"cat > {sh(hostfile)} <<'GPUCTL_HOSTFILE'\n{hostfile_text(specs)}GPUCTL_HOSTFILE\n"
+            + sh(*mpirun_argv(hostfile, specs, "all_reduce_perf", suite.nccl_max_bytes, rsh_args)) + "\n")
 
 
 def bwprobe_script() -> str:
@@ -185,7 +185,7 @@ def perftest_argv(tool: str, spec: NodeSpec, hca_index: int, server_address: str
 
 
 def perftest_script(tool: str, spec: NodeSpec, hca_index: int, server_address: str | None = None) -> str:
-    return preamble() + shlex.join(perftest_argv(tool, spec, hca_index, server_address)) + "\n"
+    return preamble() + sh(*perftest_argv(tool, spec, hca_index, server_address)) + "\n"
 
 
 def fabric_address(spec: NodeSpec, hca_index: int) -> str:
@@ -197,8 +197,8 @@ def fabric_address(spec: NodeSpec, hca_index: int) -> str:
 def _scratch_guard(mount: str, folder: str, need_mib: int) -> str:
     """Shell lines that refuse to run unless `mount` is a mount point with room, create a
     new folder under it (failing if it exists) and remove only that folder on exit."""
-    m, d = shlex.quote(mount), shlex.quote(folder)
-    # paths reach the shell only as shlex-quoted words (printf %s, a variable for the trap)
+    m, d = sh(mount), sh(folder)
+    # paths reach the shell only as sh()-quoted words (printf %s, a variable for the trap)
     return (
         f"mountpoint -q {m} || {{ printf 'gpuctl: %s is not a mount point\\n' {m} >&2; exit {EXIT_NOT_A_MOUNT}; }}\n"
         f"avail_kib=$(df -P -k {m} | awk 'NR==2 {{print $4}}')\n"
@@ -235,8 +235,8 @@ def device_models_line(mount: str) -> str:
     """A shell line naming, on stderr, every block device under `mount` with its model
     (`gpuctl.provenance.DEVICE_MARK` + lsblk's NAME="…" MODEL="…" pairs): what the figure was
     measured on (e.g. QEMU's "QEMU NVMe Ctrl" in the lab); lsblk's own errors go the same way."""
-    source = f'"$(findmnt -nvo SOURCE --target {shlex.quote(mount)})"'
-    return (f"lsblk -Pnso NAME,MODEL {source} 2>&1 | sed {shlex.quote('s/^/' + DEVICE_MARK + ' /')} >&2 "
+    source = f'"$(findmnt -nvo SOURCE --target {sh(mount)})"'
+    return (f"lsblk -Pnso NAME,MODEL {source} 2>&1 | sed {sh('s/^/' + DEVICE_MARK + ' /')} >&2 "
             "|| true\n")
 
 
@@ -247,7 +247,7 @@ def fio_script(job: str, spec: NodeSpec, suite: Suite, run_id: str) -> str:
     jobs = FIO_JOBS[job][3]
     need = suite.fio_size_mib * jobs + suite.fio_size_mib // 4 + 64
     return (preamble() + _scratch_guard(spec.raid.mount, folder, need) + device_models_line(spec.raid.mount)
-            + shlex.join(fio_argv(job, folder, suite.fio_size_mib, suite.fio_runtime_s)) + "\n")
+            + sh(*fio_argv(job, folder, suite.fio_size_mib, suite.fio_runtime_s)) + "\n")
 
 
 def gdsio_script(spec: NodeSpec, suite: Suite, run_id: str) -> str:
@@ -258,7 +258,7 @@ def gdsio_script(spec: NodeSpec, suite: Suite, run_id: str) -> str:
     write = ["gdsio", "-D", folder, "-d", "0", "-w", "4", "-s", size, "-i", "1M", "-x", "0", "-I", "1"]
     read = ["gdsio", "-D", folder, "-d", "0", "-w", "4", "-s", size, "-i", "1M", "-x", "0", "-I", "0"]
     return (preamble() + _scratch_guard(spec.raid.mount, folder, suite.fio_size_mib * 4 + 64)
-            + shlex.join(write) + " && " + shlex.join(read) + "\n")
+            + sh(*write) + " && " + sh(*read) + "\n")
 
 
 def dcgm_script() -> str:
@@ -267,7 +267,7 @@ def dcgm_script() -> str:
 
 def python_select(train_env: str) -> str:
     """Shell lines that set `gpuctl_py` to the training environment's python, else python3."""
-    py = shlex.quote(f"{train_env.rstrip('/')}/bin/python")
+    py = sh(f"{train_env.rstrip('/')}/bin/python")
     return f"gpuctl_py=python3\nif [ -x {py} ]; then gpuctl_py={py}; fi\n"
 
 
@@ -291,8 +291,8 @@ def training_script(spec: NodeSpec, suite: Suite, run_id: str, peak_tflops: floa
     folder = training_folder(spec, run_id)
     program = f"{folder}/train_smoke.py"
     argv = [program, "--nproc", str(spec.hardware.gpu_count), *program_args(suite, peak_tflops)]
-    return (preamble() + python_select(train_env) + f"mkdir -p {shlex.quote(folder)}\ncat > {shlex.quote(program)}\n"
-            + '"$gpuctl_py" ' + shlex.join(argv) + "\n")
+    return (preamble() + python_select(train_env) + f"mkdir -p {sh(folder)}\ncat > {sh(program)}\n"
+            + '"$gpuctl_py" ' + sh(*argv) + "\n")
 
 
 _PROBE = """import json, sys
@@ -378,5 +378,5 @@ def training_multi_node_script(spec: NodeSpec, specs: Sequence[NodeSpec], argv: 
     folder = training_folder(spec, run_id)
     program = f"{folder}/train_smoke.py"
     env = [f"{k}={v}" for k, v in sorted(training_env(spec, specs).items())]
-    return (preamble() + f"mkdir -p {shlex.quote(folder)}\ncat > {shlex.quote(program)}\n"
-            + "exec " + shlex.join(["env", *env, *argv]) + "\n")
+    return (preamble() + f"mkdir -p {sh(folder)}\ncat > {sh(program)}\n"
+            + "exec " + sh("env", *env, *argv) + "\n")
