@@ -36,7 +36,6 @@ import datetime as dt
 import fnmatch
 import logging
 import re
-import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from gpuctl.inventory import LoadedInventory
 from gpuctl.matrix import Package
 from gpuctl.paths import roles_dir
 from gpuctl.runrecord import RunRecord, inventory_sha256, redact, sha256_file
+from gpuctl.shellcmd import sh
 from gpuctl.spec import NodeSpec
 from gpuctl.yamlsrc import load_yaml, parse_yaml
 
@@ -223,7 +223,7 @@ def train_env_python(spec: NodeSpec) -> str | None:
 def read_script(spec: NodeSpec) -> str:
     """One bash script that prints everything the lock records, in marked sections."""
     names = sorted({p.name for pkgs in component_packages(spec).values() for p in pkgs})
-    quoted = " ".join(shlex.quote(n) for n in names)
+    quoted = sh(*names)
     patterns = managed_files(spec)
     for p in patterns:
         if not _SAFE_PATTERN.fullmatch(p):
@@ -260,9 +260,9 @@ def _train_env_lines(spec: NodeSpec) -> list[str]:
         return []
     from gpuctl.parsers.train_env import DIST_LISTING
 
-    py = shlex.quote(python)
+    py = sh(python)
     return [f"echo '{_MARK}train_env'",
-            f"if [ -x {py} ]; then {py} -c {shlex.quote(DIST_LISTING)} 2>/dev/null || true; fi"]
+            f"if [ -x {py} ]; then {py} -c {sh(DIST_LISTING)} 2>/dev/null || true; fi"]
 
 
 def _sections(text: str) -> dict[str, list[str]]:

@@ -171,7 +171,7 @@ def remote_fill_script(lock: Sequence[Locked], python: str, dest: str, index_url
                        proxy: str | None = None) -> str:
     """A bash script that fills `dest` on another host with its python3 (this module's own
     source and the job as JSON on stdin-free heredocs) and prints the report after REPORT_MARK."""
-    import shlex
+    from gpuctl.shellcmd import sh  # here, not at the top: this module's source also runs alone on a host
 
     job = json.dumps({"lock": [{"name": p.name, "version": p.version, "sha256": list(p.sha256)} for p in lock],
                       "python": python, "dest": dest, "index_url": index_url})
@@ -181,8 +181,8 @@ def remote_fill_script(lock: Sequence[Locked], python: str, dest: str, index_url
               "_rep = fill_wheelhouse([LockEntry(e['name'], e['version'], tuple(e['sha256'])) for e in _job['lock']],"
               " _job['python'], Path(_job['dest']), _job['index_url'])\n"
               f"print({REPORT_MARK!r} + json.dumps(_rep.as_dict()))\n")
-    proxy_env = f"export http_proxy={shlex.quote(proxy)} https_proxy={shlex.quote(proxy)}; " if proxy else ""
-    return (f"{proxy_env}GPUCTL_WHEELS_JOB={shlex.quote(job)} python3 - <<'GPUCTL_WHEELS_EOF'\n{runner}"
+    proxy_env = f"export http_proxy={sh(proxy)} https_proxy={sh(proxy)}; " if proxy else ""
+    return (f"{proxy_env}GPUCTL_WHEELS_JOB={sh(job)} python3 - <<'GPUCTL_WHEELS_EOF'\n{runner}"
             "GPUCTL_WHEELS_EOF\n")
 
 
