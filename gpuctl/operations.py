@@ -6,7 +6,8 @@ Every operation here takes the fact snapshot its role read once at the top of th
 command per fact, not one per package or file. Each yields only the missing commands and
 calls `host.noop(...)` with the reason when there is nothing to do, so a converged host
 gets no commands. A command is built from an argv list and joined in one place, `sh()`
-(`shlex.join`); file contents come from templates rendered by `template_env()`, whose
+(`shlex.join`, in gpuctl.shellcmd, re-exported here with `pipe`/`and_then`); file
+contents come from templates rendered by `template_env()`, whose
 every interpolated value is refused if it holds a control character (a value can never
 add a line to a file), and go to the host with file operations, never through a shell.
 
