@@ -42,9 +42,18 @@ def test_source_files_take_only_the_generator_sources_never_byte_code_or_folders
     assert repo.source_files(here) == expected
 
 
+def _git_status() -> str | None:
+    proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=CHECKOUT,
+                          capture_output=True, text=True, check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
 @pytest.fixture(scope="module")
 def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> WheelEnv:
-    return install_wheel(tmp_path_factory.mktemp("wheel"))
+    before = _git_status()
+    env = install_wheel(tmp_path_factory.mktemp("wheel"))
+    assert _git_status() == before, "building and installing the wheel wrote into the checkout"
+    return env
 
 
 def test_the_wheel_ships_the_lab_data_and_no_byte_code(wheel_env: WheelEnv) -> None:
@@ -100,12 +109,6 @@ print(json.dumps({"gpuctl": gpuctl.__file__, "share": str(share_root()), "keyrin
                   "inventory": str(written), "repo": str(repo_dir()),
                   "pycache": sorted(str(p) for p in Path(gpuctl.__file__).parent.rglob("__pycache__"))[:3]}))
 '''
-
-
-def _git_status() -> str | None:
-    proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=CHECKOUT,
-                          capture_output=True, text=True, check=False)
-    return proc.stdout if proc.returncode == 0 else None
 
 
 @pytest.mark.skipif(not all(shutil.which(t) for t in ("dpkg-deb", "dpkg-scanpackages", "gpg")),
