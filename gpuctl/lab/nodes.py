@@ -347,7 +347,7 @@ def down(state: LabState | None = None) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
     for path in (sdir / "fabric.pid", Path(lab.known_hosts), sdir / "state.json"):
         path.unlink(missing_ok=True)
-    if lab.inventory_path and Path(lab.inventory_path) == sdir / "inventory.yaml":
+    if lab.inventory_path and Path(lab.inventory_path).resolve() == (sdir / "inventory.yaml").resolve():
         Path(lab.inventory_path).unlink(missing_ok=True)
     log.info("lab down: stopped %s", ", ".join(stopped) or "nothing")
     return stopped

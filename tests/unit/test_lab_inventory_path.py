@@ -119,7 +119,11 @@ def test_an_inventory_without_a_keyring_is_never_written(tmp_path: Path) -> None
     assert not nodes.default_inventory_path().exists()
 
 
-def test_lab_down_removes_the_generated_inventory(tmp_path: Path) -> None:
+def test_lab_down_removes_the_generated_inventory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also when the state dir is reached through a symlink (the writer stores the resolved path)."""
+    (tmp_path / "real-state").mkdir()
+    (tmp_path / "state-link").symlink_to(tmp_path / "real-state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state-link"))
     state = _state(tmp_path, nodes.default_inventory_path(), n=0)
     nodes.write_lab_inventory(state)
     nodes.down(state)
