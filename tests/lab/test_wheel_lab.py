@@ -5,7 +5,10 @@ repository's keyring), and `gpuctl provision` installs the stand-in NVIDIA stack
 repository; the checkout's `git status` is unchanged throughout (item 4).
 
 Its own lab (its own ``XDG_STATE_HOME``; the image, apt cache and stand-in repository cache
-are shared), so it does not use the session `lab` fixture: run it on its own, e.g.
+are shared), so it does not use the session `lab` fixture. A lab of another gpuctl version
+sharing the same cache rebuilds the stand-in repository under it (seen here: apt's "Unable to
+fetch some archives" in bench_tools, the index read before the rebuild); give such a run its
+own ``XDG_CACHE_HOME``. Run it on its own, e.g.
 ``pytest -m lab tests/lab/test_wheel_lab.py``, or first in a lab list (the session lab is
 booted lazily, so it does not run beside this one). One node, full provision with verify:
 1129 s on the 2-core dev machine with 6 other test runs (load ~8), 2026-12-05.
