@@ -1,6 +1,6 @@
 """pyinfra inventory adapter: lets the plain `pyinfra` CLI run gpuctl deploys.
 
-    GPUCTL_INVENTORY=inventories/lab.yaml pyinfra deploy/inventory.py deploy/provision.py [--dry]
+    GPUCTL_INVENTORY=.lab/lab.yaml pyinfra deploy/inventory.py deploy/provision.py [--dry]
 
 Builds the same hosts and host data as `gpuctl provision` (NodeSpec, RunOptions, SSH
 settings) from a gpuctl inventory. Optional: GPUCTL_LIMIT (comma-separated globs),

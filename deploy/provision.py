@@ -10,8 +10,8 @@ Two ways to run it:
 
 2. The plain pyinfra CLI, with the inventory adapter next to this file:
 
-       GPUCTL_INVENTORY=inventories/lab.yaml pyinfra deploy/inventory.py deploy/provision.py
-       GPUCTL_INVENTORY=inventories/lab.yaml GPUCTL_ONLY=base,nvidia_repo \\
+       GPUCTL_INVENTORY=.lab/lab.yaml pyinfra deploy/inventory.py deploy/provision.py
+       GPUCTL_INVENTORY=.lab/lab.yaml GPUCTL_ONLY=base,nvidia_repo \\
            pyinfra deploy/inventory.py deploy/provision.py --dry
 
    Here the selection is computed from the current host's NodeSpec and the GPUCTL_ONLY /

@@ -33,8 +33,8 @@ def lab_group() -> None:
 @click.option("--matrix", default=None,
               help="Version matrix written into the lab inventory (default: the one in inventories/lab.yaml).")
 @click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Where to write the lab inventory (default: the checkout's "
-              "inventories/lab.yaml, else the lab state dir).")
+              default=None, help="Where to write the generated lab inventory (default: the lab state dir, "
+              "removed by `lab down`); never under the checked-in inventories/, whose lab.yaml is its template.")
 @click.option("--timeout", "boot_timeout", type=float, default=240.0, show_default=True,
               help="Seconds to wait for SSH on each node.")
 @json_option
@@ -46,11 +46,10 @@ def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: i
     if kind == "container":
         _up_containers(nodes, sku, matrix, inventory_path, boot_timeout, as_json)
         return
-    from gpuctl.lab.nodes import default_inventory_path, up
+    from gpuctl.lab.nodes import up
 
     state = up(nodes, sku, nvme, nvme_size_gb=nvme_size_gb, smp=smp, memory_mb=memory_mb, cpu=cpu,
-               matrix=matrix, inventory_path=(inventory_path or default_inventory_path()).resolve(),
-               boot_timeout=boot_timeout)
+               matrix=matrix, inventory_path=inventory_path, boot_timeout=boot_timeout)
     if as_json:
         emit_json({"inventory": state.inventory_path, "nodes": {
             n.name: {"ssh_port": n.ssh_port, "pid": n.process.pid if n.process else None}
@@ -59,7 +58,15 @@ def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: i
     out = console()
     for node in state.nodes:
         out.print(f"{node.name}: ssh -p {node.ssh_port} root@127.0.0.1  (gpuctl lab ssh {node.name})")
-    out.print(f"inventory: {state.inventory_path}")
+    _print_inventory(state.inventory_path)
+
+
+def _print_inventory(path: str) -> None:
+    """Where `lab up` wrote the generated inventory, and how to use it (the console soft-wraps:
+    a long path stays on one line for a script or a reader to take as is)."""
+    out = console()
+    out.print(f"inventory written to: {path}", markup=False)
+    out.print(f"next: gpuctl provision {path} --yes", markup=False)
 
 
 def _up_containers(nodes: int, sku: str, matrix: str, inventory_path: Path | None, boot_timeout: float,
@@ -75,7 +82,7 @@ def _up_containers(nodes: int, sku: str, matrix: str, inventory_path: Path | Non
     out = console()
     out.print(f"{len(state.nodes)} container node(s): {state.nodes[0].address} … {state.nodes[-1].address} "
               f"(gpuctl lab ssh --kind container {state.nodes[0].name})")
-    out.print(f"inventory: {state.inventory_path}")
+    _print_inventory(state.inventory_path)
 
 
 @lab_group.command("down")

@@ -521,19 +521,13 @@ def _ensure_image() -> tuple[Path, str]:
 
 
 def _standin_repo() -> tuple[Path, str, str]:
-    """(repo dir, keyring file, keyring sha256) of the stand-in NVIDIA repository; built
-    (cached) by the stand-in builder. ('', '') keys when it cannot be built here."""
+    """(repo dir, keyring file, keyring sha256) of the stand-in NVIDIA repository, built
+    (cached) by the stand-in builder; a failure is an error, as for the QEMU lab."""
     from gpuctl.lab.netcache import repo_dir
+    from gpuctl.lab.standin.repo import build_lab_repo
 
-    try:
-        from gpuctl.lab.standin.repo import build_repo, keyring_info
-
-        build_repo()
-        name, sha = keyring_info()
-        return repo_dir(), name, sha
-    except Exception as exc:  # the lab still serves apt; nvidia_repo will say what is missing
-        log.warning("stand-in repository unavailable (%s): the inventory names no NVIDIA mirror", exc)
-        return repo_dir(), "", ""
+    build = build_lab_repo()
+    return repo_dir(), build.keyring_file, build.keyring_sha256
 
 
 def _wait_ssh(state: ContainerLabState, node: ContainerNode, timeout: float) -> float:
@@ -559,6 +553,9 @@ def up(nodes: int = DEFAULT_NODES, sku: str = DEFAULT_SKU, matrix: str | None = 
     if not 1 <= nodes <= MAX_NODES:
         raise InputError(f"--nodes must be 1..{MAX_NODES} for container nodes, not {nodes}")
     matrix = matrix or DEFAULT_MATRIX
+    from gpuctl.lab.nodes import check_inventory_target
+
+    inventory_path = check_inventory_target(inventory_path) if inventory_path else None
     if os.geteuid() != 0:
         raise ExecutionError("container lab nodes need root (mounts, network namespaces, cgroups)")
     check_host_tools()

@@ -213,19 +213,14 @@ def _make_node(state: LabState, image: Image, layout: NodeLayout, taken: set[int
 
 def _standin_repo() -> tuple[str, str]:
     """Build (or reuse) the stand-in NVIDIA repository in `repo_dir()`; returns its keyring
-    (file name, sha256) for the inventory, or ('', '') when it cannot be built here: the lab
-    still boots and serves Debian packages, and the nvidia_repo role says what is missing."""
-    try:
-        from gpuctl.lab.standin.repo import build_repo, keyring_info
+    (file name, sha256) for the inventory. A lab without it cannot install the stack, so a
+    failure is an error (`gpuctl.lab.standin.repo.build_lab_repo` names the cause)."""
+    from gpuctl.lab.standin.repo import build_lab_repo
 
-        started = time.monotonic()
-        build_repo()
-        name, sha = keyring_info()
-        log.info("lab: stand-in repository ready in %.1f s", time.monotonic() - started)
-        return name, sha
-    except Exception as exc:  # any failure of the stand-in builder must not stop the lab
-        log.warning("stand-in repository unavailable (%s): the inventory names no keyring", exc)
-        return "", ""
+    started = time.monotonic()
+    build = build_lab_repo()
+    log.info("lab: stand-in repository ready in %.1f s", time.monotonic() - started)
+    return build.keyring_file, build.keyring_sha256
 
 
 def _push_profiles(state: LabState) -> None:
@@ -268,6 +263,7 @@ def up(
     wait for SSH on every node and write the lab inventory. On failure, everything
     started is stopped again before the error is raised."""
     _check_args(nodes, nvme, smp, memory_mb)
+    target = check_inventory_target(inventory_path or default_inventory_path())
     check_host_tools()
     previous = load_state()
     if previous is not None:
@@ -283,7 +279,7 @@ def up(
         sku=sku, smp=smp, memory_mb=memory_mb, cpu=cpu, nvme_count=nvme, nvme_size_gb=nvme_size_gb,
         image_dir="", key_path=str(key.path), public_key=key.public_key, known_hosts=str(sdir / "known_hosts"),
         state_dir=str(sdir), repo_dir=str(repo_dir()), profile_dir=str(sdir / "profiles"),
-        inventory_path=str(inventory_path or sdir / "inventory.yaml"),
+        inventory_path=str(target),
     )
     Path(state.profile_dir).mkdir(parents=True, exist_ok=True)
     save_state(state)
@@ -321,9 +317,7 @@ def up(
         _push_profiles(state)
         log.info("lab: %d node(s) up, boot-to-SSH %.1f s, total %.1f s", len(state.nodes),
                  time.monotonic() - boot_start, time.monotonic() - started)
-        inventory = Path(state.inventory_path)
-        inventory.parent.mkdir(parents=True, exist_ok=True)
-        inventory.write_text(render_lab_inventory(state, matrix=matrix))
+        write_lab_inventory(state, matrix=matrix)
         save_state(state)
     except BaseException:
         log.error("lab up failed; stopping what was started")
@@ -353,7 +347,7 @@ def down(state: LabState | None = None) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
     for path in (sdir / "fabric.pid", Path(lab.known_hosts), sdir / "state.json"):
         path.unlink(missing_ok=True)
-    if lab.inventory_path and Path(lab.inventory_path) == sdir / "inventory.yaml":
+    if lab.inventory_path and Path(lab.inventory_path).resolve() == (sdir / "inventory.yaml").resolve():
         Path(lab.inventory_path).unlink(missing_ok=True)
     log.info("lab down: stopped %s", ", ".join(stopped) or "nothing")
     return stopped
@@ -485,14 +479,42 @@ def lab_inventory_template() -> Path:
 
 
 def default_inventory_path() -> Path:
-    """Where `gpuctl lab up` writes the inventory: the checkout's ``inventories/lab.yaml``
-    when running from a checkout, else the lab state dir (never inside an installed wheel)."""
-    from gpuctl.paths import share_root
-
-    template = lab_inventory_template()
-    if share_root().name != "_share" and template.parent.is_dir():
-        return template
+    """Where `gpuctl lab up` writes the generated inventory unless told otherwise: the lab
+    state dir (``lab down`` removes it), from a checkout or an installed wheel alike. The
+    checked-in ``inventories/lab.yaml`` is its template and is never written."""
     return state_root() / "inventory.yaml"
+
+
+def check_inventory_target(path: Path) -> Path:
+    """`path` resolved, where the generated lab inventory may go: anywhere but under the
+    shipped inventories folder (the checkout's tracked ``inventories/``, or the wheel's
+    copy), which holds the template. InputError otherwise, before anything starts."""
+    target = Path(path).expanduser().resolve()
+    shipped = lab_inventory_template().parent.resolve()
+    if target.is_relative_to(shipped):
+        raise InputError(
+            f"--inventory {target}: the lab inventory is generated and may not be written under {shipped}",
+            [f"{shipped} holds the checked-in inventories; {lab_inventory_template().name} there is the lab "
+             "inventory's template and stays as shipped",
+             f"leave --inventory out (it goes to {default_inventory_path()}) or name a path outside it, "
+             "e.g. .lab/lab.yaml in a checkout (git-ignored)"],
+        )
+    return target
+
+
+def write_lab_inventory(state: LabState, matrix: str | None = None) -> Path:
+    """Render the running lab's inventory (`render_lab_inventory`) to ``state.inventory_path``
+    and return that path. Refuses a target under the shipped inventories (the template) and a
+    lab without the stand-in repository's keyring (its nvidia_repo role could not install the
+    stack): both are errors, never a silently different file."""
+    target = check_inventory_target(Path(state.inventory_path))
+    if not (state.keyring_file and state.keyring_sha256):
+        raise ExecutionError("the lab has no stand-in NVIDIA repository keyring: its inventory would not let "
+                             f"provisioning install the stack; not writing {target}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_lab_inventory(state, matrix=matrix))
+    state.inventory_path = str(target)
+    return target
 
 
 def _fallback_inventory() -> dict[str, Any]:

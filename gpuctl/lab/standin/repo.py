@@ -634,12 +634,25 @@ class RepoBuild:
     timings: dict[str, float]
 
 
+#: The generator's own sources, the files the packages carry (the emulated tools) and the module
+#: template: what the cache stamp hashes. Only these patterns: never a byte-code cache, an editor's
+#: backup or a folder (an installed wheel has ``tools/__pycache__``; reading it failed the build).
+SOURCE_PATTERNS: tuple[str, ...] = ("*.py", "tools/*.py", "kmod_src/*.c.in")
+
+
+def source_files(here: Path = HERE) -> list[Path]:
+    """The regular files under `here` that `SOURCE_PATTERNS` name, sorted by relative path."""
+    found = {p for pattern in SOURCE_PATTERNS for p in here.glob(pattern)
+             if p.is_file() and "__pycache__" not in p.relative_to(here).parts}
+    return sorted(found, key=lambda p: p.relative_to(here).as_posix())
+
+
 def _inputs_hash(families: Sequence[str], names: Sequence[str], kver: str, fpr: str) -> str:
     from gpuctl.lab.standin import kmod
 
     h = hashlib.sha256()
-    for p in sorted([*HERE.glob("*.py"), *HERE.glob("tools/*"), *HERE.glob("kmod_src/*")]):
-        h.update(p.name.encode())
+    for p in source_files():
+        h.update(p.relative_to(HERE).as_posix().encode())
         h.update(p.read_bytes())
     for name in names:
         h.update(load_matrix(name).path.read_bytes())
@@ -770,3 +783,18 @@ def build_repo(
     took = round(time.monotonic() - start, 2)
     log.info("stand-in repository: %d packages for %s in %.1f s (%s)", total, ", ".join(families), took, timings)
     return RepoBuild(root, dirs, total, key_name, key_sha, kver, False, took, timings)
+
+
+def build_lab_repo() -> RepoBuild:
+    """`build_repo` for a lab being brought up (the lab's repo dir, image and key): the lab
+    cannot install the stack without it, so every failure is an `ExecutionError` that says so
+    and names the cause, never a warning followed by an inventory without a keyring."""
+    from gpuctl.lab.netcache import repo_dir
+
+    try:
+        return build_repo()
+    except (ExecutionError, InputError) as exc:
+        raise ExecutionError(f"the lab's stand-in NVIDIA repository could not be built in {repo_dir()}: {exc}") from exc
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise ExecutionError(f"the lab's stand-in NVIDIA repository could not be built in {repo_dir()}: "
+                             f"{type(exc).__name__}: {exc}") from exc
