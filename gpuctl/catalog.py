@@ -269,6 +269,25 @@ class AdapterRates(_Frozen):
     source: str = Field(min_length=3)
 
 
+class PassiveLimits(_Frozen):
+    """What `gpuctl health` (and verify's health checks) judge against."""
+
+    #: a GPU busier than this (utilization.gpu %) is not judged for clock events: not load-free
+    idle_max_utilization_pct: Figure
+    #: IB port error counters: the largest increase since the previous sample that passes
+    ib_counter_max_increase: Figure
+    #: PCIe AER correctable errors: the largest increase since the previous sample that passes
+    aer_correctable_max_increase: Figure
+    #: nvidia-smi -q Fabric State and Status an NVSwitch GPU must show
+    fabric_ready: FabricReady
+
+
+class FabricReady(_Frozen):
+    state: str
+    status: str
+    source: str = Field(min_length=3)
+
+
 class Health(_Frozen):
     xid_fatal: XidList
     ecc: EccLimits
@@ -277,6 +296,7 @@ class Health(_Frozen):
     pcie_link: PcieLinkLimits | None = None
     hca_max_rate_gbps: AdapterRates | None = None
     training: TrainingLimits | None = None
+    passive: PassiveLimits | None = None
 
 
 def _skus_dir() -> Path:

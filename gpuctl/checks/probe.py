@@ -25,14 +25,26 @@ from typing import Any, Protocol
 
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
+from gpuctl.parsers.health import (
+    AER_KINDS,
+    IB_COUNTERS,
+    REASON_PREFIXES,
+    GpuClockEvents,
+    PciSysfs,
+    parse_clock_events_csv,
+    parse_pci_sysfs,
+    query_fields,
+)
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
 from gpuctl.parsers.nvidia_smi import (
     DriverLibraryMismatch,
     DriverNotLoaded,
+    GpuFabric,
     GpuLost,
     NoDevicesFound,
     NvidiaSmiFailure,
     NvidiaSmiResult,
+    parse_fabric,
     parse_nvidia_smi_q,
     parse_nvidia_smi_xml,
 )
@@ -55,6 +67,20 @@ STATIC_FILES: tuple[str, ...] = (
 # Shell globs expanded on the host, read in the same bundle.
 STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.list.d/*")
 
+
+# The passive health checks' sysfs reads (gpuctl.parsers.health.parse_pci_sysfs): the GPUs' and
+# NICs' PCI functions only (class 0x0300/0x0302/0x0200/0x0207; `read` is a shell builtin, so a
+# box with hundreds of PCI functions costs no fork per function), each RDMA device's PCI function
+# as a `device-link` entry, and the RDMA devices' firmware and port error counters.
+HEALTH_SYSFS_SCRIPT = (
+    "for d in /sys/bus/pci/devices/*; do { read -r c < \"$d/class\"; } 2>/dev/null || continue; "
+    "case \"$c\" in 0x0300*|0x0302*|0x0200*|0x0207*) tail -v -n +1 -- \"$d/class\" \"$d/vendor\" \"$d/numa_node\" "
+    + " ".join(f'\"$d/aer_dev_{k}\"' for k in AER_KINDS) + " 2>/dev/null;; esac; done; "
+    "for i in /sys/class/infiniband/*; do [ -e \"$i\" ] || continue; printf '==> %s <==\\n' \"$i/device-link\"; "
+    "readlink -f \"$i/device\" 2>/dev/null || echo; done; "
+    "tail -v -n +1 -- /sys/class/infiniband/*/fw_ver "
+    + " ".join(f"/sys/class/infiniband/*/ports/*/counters/{c}" for c in IB_COUNTERS) + " 2>/dev/null; exit 0"
+)
 
 # nvidia-smi's two full reports; both parse to the same NvidiaSmiResult. Verify reads the
 # XML (machine-readable); the text form serves outputs recorded as `nvidia-smi -q`.
@@ -329,6 +355,51 @@ class Probe:
             out = self.output("kernel-log", "dmesg 2>/dev/null || journalctl -k -b --no-pager -q -o short-monotonic")
             return parse_xid_log(out.stdout if out.stdout.strip() else "(empty kernel log)\n")
         return self.parsed("kernel_log", build)
+
+    # ------------------------------------------------------------ passive health (gpuctl.healthpolicy)
+
+    def clock_events(self) -> tuple[GpuClockEvents, ...]:
+        """Load, VBIOS and clock-event reasons per GPU: `nvidia-smi --query-gpu` with the
+        clocks_event_reasons.* names, else (a driver that does not know them) the older
+        clocks_throttle_reasons.* names."""
+        def build() -> tuple[GpuClockEvents, ...]:
+            last = None
+            for prefix in REASON_PREFIXES:
+                fields = query_fields(prefix)
+                command = f"nvidia-smi --query-gpu={','.join(fields)} --format=csv,noheader,nounits"
+                out = self.output(f"nvidia-smi-{prefix}", command, tool="nvidia-smi", ok_rc=range(0, 256))
+                if out.rc == 0:
+                    return parse_clock_events_csv(out.stdout, fields)
+                last = out
+                if "is not a valid field" not in out.stdout + out.stderr:
+                    break
+            assert last is not None
+            from gpuctl.parsers.nvidia_smi import _check_failure
+            try:
+                _check_failure(last.stdout + "\n" + last.stderr)
+            except NvidiaSmiFailure as exc:
+                raise CouldNotRun(f"nvidia-smi cannot read the GPUs ({exc.kind})", nvml_remediation(exc)) from None
+            text = (last.stderr.strip() or last.stdout.strip()).splitlines()
+            raise CouldNotRun(f"`{last.command}` exited {last.rc}: {text[-1] if text else 'no output'}")
+        return self.parsed("clock_events", build)
+
+    def fabric(self) -> tuple[GpuFabric, ...]:
+        """Every GPU's Fabric section, from the same `nvidia-smi -q` output the GPU checks read."""
+        def build() -> tuple[GpuFabric, ...]:
+            command, _parse = NVIDIA_SMI_FORMS[self.nvidia_smi_form]
+            out = self.output("nvidia-smi-q" + ("-x" if self.nvidia_smi_form == "xml" else ""), command,
+                              tool="nvidia-smi", ok_rc=range(0, 256))
+            try:
+                return parse_fabric(out.stdout + ("\n" + out.stderr if out.rc else ""))
+            except NvidiaSmiFailure as exc:
+                raise CouldNotRun(f"nvidia-smi cannot read the GPUs ({exc.kind})", nvml_remediation(exc)) from None
+        return self.parsed("fabric", build)
+
+    def pci_sysfs(self) -> PciSysfs:
+        """sysfs of the GPUs' and NICs' PCI functions (class, vendor, numa_node, AER counters) and
+        of the RDMA devices (PCI function, fw_ver, port error counters): one command."""
+        return self.parsed("pci_sysfs", lambda: parse_pci_sysfs(outputs.parse_tail_bundle(
+            self.output("health-sysfs", HEALTH_SYSFS_SCRIPT, ok_rc=(0,)).stdout)[0]))
 
     # ------------------------------------------------------------ fabric, network
 

@@ -542,3 +542,63 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
         gpus.append(GpuInfo(**{k: v for k, v in values.items() if k in _GPU_FIELDS}))
     drivers = {g.driver_version for g in gpus if g.driver_version}
     return NvidiaSmiResult("csv", drivers.pop() if len(drivers) == 1 else None, None, tuple(gpus), notes)
+
+
+# ---------------------------------------------------------------- Fabric section (NVSwitch)
+
+@dataclass(frozen=True)
+class GpuFabric:
+    """One GPU's NVSwitch fabric registration (`nvidia-smi -q` "Fabric"; `-q -x` <fabric>).
+
+    `state`/`status` as printed ("Completed"/"Success", "In Progress"/"N/A", …); None
+    where the output has no Fabric section (drivers before R470 print none)."""
+
+    index: int
+    bus_id: str | None
+    state: str | None
+    status: str | None
+    clique_id: str | None = None
+    cluster_uuid: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"GPU {self.index}" + (f" ({self.bus_id})" if self.bus_id else "")
+
+
+def parse_fabric(text: str) -> tuple[GpuFabric, ...]:
+    """The Fabric section of every GPU, from `nvidia-smi -q` text or `nvidia-smi -q -x` XML:
+    ("    Fabric" / "        State : Completed" / "        Status : Success" /
+    "        CliqueId : 4026" / "        ClusterUUID : …"; XML <fabric><state>…). ParseError
+    when the output holds no GPU at all or nvidia-smi failed (NvidiaSmiFailure)."""
+    body = require_text(text, TOOL)
+    if "<nvidia_smi_log" in body:
+        start = body.index("<?xml") if "<?xml" in body else body.index("<nvidia_smi_log")
+        try:
+            root = ET.fromstring(body[start:])
+        except ET.ParseError as exc:
+            raise ParseError(f"{TOOL} -q -x: not well-formed XML ({exc}; truncated output?)") from None
+        out = []
+        for i, g in enumerate(root.findall("gpu")):
+            fab = g.find("fabric")
+            def get(tag: str, f: ET.Element | None = fab) -> str | None:
+                return None if f is None else (f.findtext(tag) or "").strip() or None
+            out.append(GpuFabric(i, g.get("id"), get("state"), get("status"), _clean(get("cliqueId")),
+                                 _clean(get("clusterUuid"))))
+        if not out:
+            raise ParseError(f"{TOOL} -q -x: the document lists no <gpu>")
+        return tuple(out)
+    _check_failure(body)
+    blocks: list[tuple[str, list[str]]] = []
+    for line in body.splitlines():
+        if m := _Q_GPU.match(line):
+            blocks.append((m.group(1), []))
+        elif blocks and (line.startswith((" ", "\t")) or not line.strip()):
+            blocks[-1][1].append(line)
+    if not blocks:
+        raise ParseError(f"{TOOL} -q: no 'GPU 0000xxxx:xx:xx.x' section in the output")
+    out = []
+    for i, (bus, block) in enumerate(blocks):
+        sec = _section(_q_tree(block), "Fabric")
+        out.append(GpuFabric(i, bus, _get(sec, "State"), _get(sec, "Status"), _clean(_get(sec, "CliqueId")),
+                             _clean(_get(sec, "ClusterUUID"))))
+    return tuple(out)

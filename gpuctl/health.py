@@ -1,0 +1,290 @@
+"""`gpuctl health`: fast, read-only passive health checks of every node at once.
+
+Each node is read through verify's own machinery — a testinfra host on the `gpuctl://`
+paramiko backend (known_hosts policy of `gpuctl.hostkeys`, the run's generated ssh_config)
+and a `gpuctl.checks.probe.Probe`, which runs each command once and parses it once — and
+judged by `gpuctl.healthpolicy` (the same functions verify's `health_*` checks call).
+Nodes run in parallel threads; a node that has not answered within the per-node limit
+(60 s) is cut and reported as could-not-run, without holding up the others (its remote
+commands carry the same limit). Firmware is then compared across nodes and with the lock
+file; counters are judged against the node's previous sample, kept under
+`gpuctl.paths.state_dir()/health/<cluster>/<node>.json` and replaced after each run.
+
+Output: per node pass / unhealthy / could-not-run, and for an unhealthy node one line usable
+as a scheduler's drain reason: `gpuctl: <check>: <subject>: <detail> → <remediation>`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuctl import healthpolicy as hp
+from gpuctl.catalog import Health, load_health, load_sku
+from gpuctl.checks.model import CouldNotRun
+from gpuctl.checks.probe import Probe
+from gpuctl.errors import InputError
+from gpuctl.inventory import LoadedInventory
+from gpuctl.spec import NodeSpec
+
+log = logging.getLogger(__name__)
+
+PER_NODE_LIMIT_S = 60
+HEALTHY, UNHEALTHY, COULD_NOT_RUN = "healthy", "unhealthy", "could_not_run"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+@dataclass
+class NodeHealth:
+    node: str
+    findings: list[hp.HealthFinding] = field(default_factory=list)
+    could_not_run: dict[str, str] = field(default_factory=dict)  # check -> why
+    unreachable: str = ""
+    seconds: float = 0.0
+    # what is kept for the next run (counters) and compared across nodes (firmware)
+    sample: dict[str, Any] = field(default_factory=dict)
+    firmware: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        if any(f.status == hp.FAIL for f in self.findings):
+            return UNHEALTHY
+        if self.unreachable or self.could_not_run:
+            return COULD_NOT_RUN
+        return HEALTHY if any(f.status == hp.PASS for f in self.findings) else COULD_NOT_RUN
+
+    @property
+    def failed(self) -> list[hp.HealthFinding]:
+        order = {c: i for i, c in enumerate(hp.CHECKS)}
+        return sorted((f for f in self.findings if f.status == hp.FAIL), key=lambda f: order.get(f.check, 99))
+
+    def drain_line(self) -> str | None:
+        """`gpuctl: <check>: <subject>: <detail> → <remediation>` for the node's first failure
+        (checks in `healthpolicy.CHECKS` order), naming how many more there are; None if healthy."""
+        failed = self.failed
+        if not failed:
+            return None
+        f = failed[0]
+        more = f" (+{len(failed) - 1} more: {', '.join(dict.fromkeys(x.check for x in failed[1:]))})" \
+            if len(failed) > 1 else ""
+        return (f"gpuctl: {f.check}: {_one_line(self.node + ' ' + f.subject)}: {_one_line(f.detail)}{more}"
+                f" → {f.remediation.value}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "drain": self.drain_line(), "seconds": round(self.seconds, 2),
+                "unreachable": self.unreachable, "could_not_run": dict(self.could_not_run),
+                "failed": [f.as_dict() for f in self.failed],
+                "findings": [f.as_dict() for f in self.findings]}
+
+
+def _one_line(text: str) -> str:
+    """No control character (a drain reason is one line; a node's output must not forge another)."""
+    return _CONTROL.sub(" ", text).strip()
+
+
+@dataclass
+class HealthResult:
+    nodes: dict[str, NodeHealth]
+    duration_s: float = 0.0
+    run_id: str | None = None
+
+    @property
+    def status(self) -> str:
+        statuses = {n.status for n in self.nodes.values()}
+        if UNHEALTHY in statuses:
+            return UNHEALTHY
+        if COULD_NOT_RUN in statuses or not statuses:
+            return COULD_NOT_RUN
+        return HEALTHY
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "run_id": self.run_id, "duration_s": round(self.duration_s, 2),
+                "nodes": {n: h.as_dict() for n, h in sorted(self.nodes.items())}}
+
+
+# ---------------------------------------------------------------- one node
+
+def _attempt(out: NodeHealth, check: str, fn: Callable[[], list[hp.HealthFinding]]) -> None:
+    try:
+        out.findings += fn()
+    except CouldNotRun as exc:
+        out.could_not_run[check] = exc.message
+
+
+def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None, health: Health) -> NodeHealth:
+    """Every per-node check of one node (firmware is judged across nodes by the caller)."""
+    limits = health.passive
+    if limits is None:
+        raise InputError("catalog/health.yaml has no `passive:` limits")
+    out = NodeHealth(spec.node)
+    previous = previous or {}
+    _attempt(out, "xid", lambda: hp.judge_xid(probe.kernel_log(), health))
+    if probe.unreachable:
+        out.unreachable = probe.unreachable
+        return out
+    if spec.hardware.gpu_count:
+        def clocks() -> list[hp.HealthFinding]:
+            rows = probe.clock_events()
+            out.firmware.update({f"vbios/{g.index}": g.vbios for g in rows if g.vbios})
+            return hp.judge_clock_events(rows, limits)
+        _attempt(out, "clock_events", clocks)
+        if spec.hardware.nvswitch:
+            _attempt(out, "nvswitch_fabric", lambda: hp.judge_fabric(probe.fabric(), limits))
+
+    def sysfs_checks() -> list[hp.HealthFinding]:
+        sysfs = probe.pci_sysfs()
+        out.firmware.update({f"hca/{d.name}": d.fw_ver for d in sysfs.rdma.values() if d.fw_ver})
+        out.sample = {"aer_correctable": {f.bdf: f.aer["correctable"] for f in sysfs.functions.values()
+                                          if (f.is_gpu or f.is_nic) and "correctable" in f.aer},
+                      "ib_counters": {p: dict(c) for p, c in sysfs.ib_counters.items()}}
+        found = hp.judge_aer(sysfs, previous.get("aer_correctable"), limits)
+        found += hp.judge_ib_counters(sysfs, previous.get("ib_counters"), limits)
+        if spec.fabric.type != "none" and not sysfs.ib_counters:
+            found.append(hp.HealthFinding("ib_counters", "node", hp.NOT_JUDGED,
+                                          "not judged: no port error counters under /sys/class/infiniband"))
+        sku = load_sku(spec.sku)
+        found += hp.judge_numa(sysfs, sku.fabric.gpu_nic_max_path, spec.hardware.gpu_count)
+        return found
+    _attempt(out, "pcie_aer", sysfs_checks)
+    if probe.unreachable:
+        out.unreachable = probe.unreachable
+    return out
+
+
+# ---------------------------------------------------------------- state (previous samples)
+
+def state_file(cluster: str, node: str) -> Path:
+    from gpuctl.paths import state_dir
+
+    return state_dir() / "health" / cluster / f"{node}.json"
+
+
+def load_previous(cluster: str, node: str) -> dict[str, Any] | None:
+    """The node's last sample, or None (first run, or a file gpuctl cannot read: a new baseline)."""
+    path = state_file(cluster, node)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def save_sample(cluster: str, node: str, sample: Mapping[str, Any]) -> None:
+    from gpuctl.fileio import private_dir, write_private
+    from gpuctl.runrecord import now_iso
+
+    path = state_file(cluster, node)
+    private_dir(path.parent.parent.parent)
+    private_dir(path.parent.parent)
+    private_dir(path.parent)
+    write_private(path, json.dumps({"taken_at": now_iso(), **sample}, indent=1, sort_keys=True) + "\n")
+
+
+# ---------------------------------------------------------------- all nodes
+
+HostFactory = Callable[[NodeSpec], Any]
+
+
+def _ssh_hosts(loaded: LoadedInventory, specs: Sequence[NodeSpec], work: Path) -> HostFactory:
+    """testinfra hosts as verify makes them: `gpuctl://NODE` with the run's ssh_config."""
+    import testinfra
+
+    from gpuctl.checks import paramiko_backend
+    from gpuctl.checks.runner import _inventory_ssh
+    from gpuctl.checks.sshconfig import render_ssh_config
+
+    paramiko_backend.register()
+    key, known_hosts, strict, connect_timeout = _inventory_ssh(loaded)
+    control = work / "cm"
+    control.mkdir(mode=0o700)
+    config = work / "ssh_config"
+    config.write_text(render_ssh_config(specs, key=key, known_hosts=known_hosts, strict_host_keys=strict,
+                                        control_dir=control, connect_timeout_s=connect_timeout))
+    config.chmod(0o600)
+
+    def host(spec: NodeSpec) -> Any:
+        if spec.address == "@local":
+            return testinfra.get_host("local://")
+        return testinfra.get_host(f"{paramiko_backend.NAME}://{spec.node}", ssh_config=str(config))
+    return host
+
+
+def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: Path | None = None,
+               per_node_s: float = PER_NODE_LIMIT_S, host_for: HostFactory | None = None,
+               keep_state: bool = True, lock: Mapping[str, Mapping[str, str]] | None = None) -> HealthResult:
+    """Check every node of `specs` at once, each cut at `per_node_s`. `host_for` builds a
+    node's testinfra host (default: verify's ssh hosts); `lock`: firmware per node from the
+    lock file (default: read from the inventory's lock file when it exists)."""
+    specs = list(specs)
+    if not specs:
+        raise InputError("no nodes to check")
+    health = load_health()
+    cluster = loaded.inventory.cluster.name
+    if lock is None:
+        lock = _lock_firmware(loaded)
+    start = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="gpuctl-h-", dir="/tmp"))
+    results: dict[str, NodeHealth] = {}
+    started: dict[str, float] = {}
+    try:
+        hosts = host_for or _ssh_hosts(loaded, specs, work)
+
+        def worker(spec: NodeSpec) -> None:
+            t0 = time.monotonic()
+            started[spec.node] = t0
+            try:
+                probe = Probe(hosts(spec), spec, raw_dir, timeout_s=max(1, int(per_node_s)))
+                res = check_node(probe, spec, load_previous(cluster, spec.node) if keep_state else None, health)
+            except CouldNotRun as exc:
+                res = NodeHealth(spec.node, unreachable=exc.message)
+            except Exception as exc:  # one node's crash must not stop the others; reported, never a pass
+                log.exception("health check of %s crashed", spec.node)
+                res = NodeHealth(spec.node, could_not_run={"health": f"crashed: {type(exc).__name__}: {exc}"})
+            res.seconds = time.monotonic() - t0
+            results.setdefault(spec.node, res)
+
+        threads = {s.node: threading.Thread(target=worker, args=(s,), name=f"health-{s.node}", daemon=True)
+                   for s in specs}
+        for t in threads.values():
+            t.start()
+        deadline = start + per_node_s
+        for name, t in threads.items():
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():  # cut: the thread is left behind (daemon), its result ignored
+                results.setdefault(name, NodeHealth(name, unreachable=f"no answer within the per-node limit of "
+                                                    f"{per_node_s:g} s", seconds=time.monotonic() - start))
+    finally:
+        with contextlib.suppress(Exception):
+            from gpuctl.checks import paramiko_backend
+
+            paramiko_backend.close_all()
+        shutil.rmtree(work, ignore_errors=True)
+    ordered = {s.node: results[s.node] for s in specs}
+    fw = {n: r.firmware for n, r in ordered.items() if r.firmware}
+    for f in hp.judge_firmware(fw, lock):
+        ordered[f.node].findings.append(f)
+    if keep_state:
+        for name, r in ordered.items():
+            if r.sample:
+                save_sample(cluster, name, r.sample)
+    return HealthResult(ordered, time.monotonic() - start)
+
+
+def _lock_firmware(loaded: LoadedInventory) -> dict[str, dict[str, str]] | None:
+    from gpuctl.lock import load_lock, lock_path
+
+    path = lock_path(loaded.path)
+    if not path.is_file():
+        return None
+    lock = load_lock(path)
+    return {n: dict(e.firmware) for n, e in lock.nodes.items()}

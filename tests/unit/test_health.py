@@ -1,0 +1,342 @@
+"""Passive health checks (issue 19): parsers, one judgement per check on recorded outputs
+(healthy and faulty), the `gpuctl health` command (exit codes, --json, the drain line) through
+the lab's stand-in tools on this machine, and the per-node time limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from gpuctl import healthpolicy as hp
+from gpuctl.catalog import PathLimit, Workload, load_health
+from gpuctl.checks.outputs import parse_tail_bundle
+from gpuctl.checks.probe import HEALTH_SYSFS_SCRIPT
+from gpuctl.cli.main import main
+from gpuctl.errors import ParseError
+from gpuctl.health import COULD_NOT_RUN, HEALTHY, UNHEALTHY, NodeHealth, run_health
+from gpuctl.inventory import load_inventory
+from gpuctl.parsers.health import parse_clock_events_csv, parse_pci_sysfs, query_fields
+from gpuctl.parsers.nvidia_smi import parse_fabric
+from gpuctl.parsers.xid import parse_xid_log
+from gpuctl.remediation import Remediation
+from gpuctl.spec import resolve
+from tests.unit.lab_local import FIX, LABHW, standin_node
+
+LIMITS = load_health().passive
+NEW = query_fields("clocks_event_reasons")
+OLD = query_fields("clocks_throttle_reasons")
+DRAIN = re.compile(r"^gpuctl: (?P<check>[a-z_]+): (?P<subject>[^:]+(?::[^ :][^:]*)*?): (?P<detail>.+) → "
+                   r"(?P<remediation>[a-z_]+)$")
+
+# shaped like `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` on an idle 8-GPU H100
+CLOCKS_IDLE = """\
+0, 00000000:18:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, Not Active
+1, 00000000:2A:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, Not Active
+"""
+
+
+# ---------------------------------------------------------------- 1. clock events
+
+def test_clock_events_idle_gpus_pass() -> None:
+    found = hp.judge_clock_events(parse_clock_events_csv(CLOCKS_IDLE, NEW), LIMITS)
+    assert [f.status for f in found] == [hp.PASS, hp.PASS]
+
+
+def test_clock_events_hw_slowdown_on_an_idle_gpu_fails_naming_it() -> None:
+    text = CLOCKS_IDLE.replace("2A:00.0, 0, 96.00.74.00.01, Not Active", "2A:00.0, 0, 96.00.74.00.01, Active")
+    found = hp.judge_clock_events(parse_clock_events_csv(text, OLD), LIMITS)  # older names read alike
+    assert [f.status for f in found] == [hp.PASS, hp.FAIL]
+    assert found[1].subject == "GPU 1 (00000000:2A:00.0)" and "HW slowdown" in found[1].detail
+    assert found[1].remediation is Remediation.RESEAT_OR_REPLACE
+
+
+def test_clock_events_busy_gpu_is_not_judged() -> None:
+    text = CLOCKS_IDLE.replace("2A:00.0, 0,", "2A:00.0, 88,").replace("Not Active\n", "Active\n")
+    found = hp.judge_clock_events(parse_clock_events_csv(text, NEW), LIMITS)
+    assert found[1].status == hp.NOT_JUDGED and "GPU busy" in found[1].detail
+    assert found[0].status == hp.FAIL  # GPU 0 idle with SW thermal slowdown active
+
+
+@pytest.mark.parametrize("text", ["", "0, 00000000:18:00.0, 0\n", "x, b, 0, v, Active, Active, Active, Active\n",
+                                  "0, b, 0, v, Maybe, Active, Active, Active\n"])
+def test_clock_events_bad_output_is_refused(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_clock_events_csv(text, NEW)
+
+
+# ---------------------------------------------------------------- 2. fabric
+
+REAL_Q = (FIX / "nvidia_smi" / "nvidia-smi-q-h100-8gpu-535.183.txt").read_text()
+
+
+def test_fabric_real_hgx_h100_completed_success_passes() -> None:
+    found = hp.judge_fabric(parse_fabric(REAL_Q), LIMITS)
+    assert len(found) == 8 and {f.status for f in found} == {hp.PASS}
+
+
+def test_fabric_in_progress_fails_naming_the_gpu() -> None:
+    pad = "State                             : "
+    text = REAL_Q.replace(pad + "Completed", pad + "In Progress", 1)
+    found = hp.judge_fabric(parse_fabric(text), LIMITS)
+    assert [f.status for f in found].count(hp.FAIL) == 1
+    bad = next(f for f in found if f.status == hp.FAIL)
+    assert bad.subject.startswith("GPU 0 (") and bad.remediation is Remediation.RECONFIGURE
+
+
+def test_fabric_failure_status_asks_a_reboot_and_xml_reads_alike() -> None:
+    xml = ("<?xml version=\"1.0\" ?><nvidia_smi_log><gpu id=\"00000000:18:00.0\"><fabric><state>Completed</state>"
+           "<status>Failure</status><cliqueId>N/A</cliqueId></fabric></gpu></nvidia_smi_log>")
+    found = hp.judge_fabric(parse_fabric(xml), LIMITS)
+    assert found[0].status == hp.FAIL and found[0].remediation is Remediation.REBOOT
+
+
+def test_fabric_section_absent_is_not_judged() -> None:
+    text = (FIX / "nvidia_smi" / "nvidia-smi-q-i0-h800-525.105-llmaction.txt").read_text()
+    fabric = parse_fabric(text)
+    if all(g.state is None for g in fabric):
+        assert {f.status for f in hp.judge_fabric(fabric, LIMITS)} == {hp.NOT_JUDGED}
+
+
+# ---------------------------------------------------------------- sysfs: AER, IB counters, NUMA
+
+# the kernel's aer_dev_* layout (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats)
+AER_ZERO_COR = "RxErr 0\nBadTLP 0\nBadDLLP 0\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\n" \
+    "TOTAL_ERR_COR {n}\n"
+AER_ZERO_FATAL = "Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt 0\nUnxCmplt 0\nRxOF 0\nMalfTLP {n}\n" \
+    "ECRC 0\nUnsupReq 0\nACSViol 0\nUncorrIntErr 0\nBlockedTLP 0\nAtomicOpBlocked 0\nTLPBlockedErr 0\n" \
+    "PoisonTLPBlocked 0\nTOTAL_ERR_{kind} {n}\n"
+
+
+def sysfs_files(*, gpu_numa: tuple[int, ...] = (0, 1), nic_numa: tuple[int, ...] = (0, 1), fatal: int = 0,
+                correctable: int = 0, symbol: int = 0, fw: str = "28.39.1002") -> dict[str, str]:
+    files: dict[str, str] = {}
+    for i, numa in enumerate(gpu_numa):
+        d = f"/sys/bus/pci/devices/0000:{0x18 + i:02x}:00.0"
+        files |= {f"{d}/class": "0x030200\n", f"{d}/vendor": "0x10de\n", f"{d}/numa_node": f"{numa}\n",
+                  f"{d}/aer_dev_fatal": AER_ZERO_FATAL.format(n=fatal if i == 0 else 0, kind="FATAL"),
+                  f"{d}/aer_dev_nonfatal": AER_ZERO_FATAL.format(n=0, kind="NONFATAL"),
+                  f"{d}/aer_dev_correctable": AER_ZERO_COR.format(n=correctable if i == 0 else 0)}
+    for i, numa in enumerate(nic_numa):
+        d = f"/sys/bus/pci/devices/0000:{0x40 + i:02x}:00.0"
+        files |= {f"{d}/class": "0x020700\n", f"{d}/vendor": "0x15b3\n", f"{d}/numa_node": f"{numa}\n"}
+        ib = f"/sys/class/infiniband/mlx5_{i}"
+        files |= {f"{ib}/device-link": f"/sys/devices/pci0000:3f/0000:3f:01.0/0000:{0x40 + i:02x}:00.0\n",
+                  f"{ib}/fw_ver": f"{fw}\n"}
+        for c in ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors"):
+            files[f"{ib}/ports/1/counters/{c}"] = f"{symbol if (c == 'symbol_error' and i == 0) else 0}\n"
+    return files
+
+
+def test_sysfs_script_output_round_trips_through_the_bundle_parser() -> None:
+    # the real script on this machine: whatever it holds, it parses (no GPU here: none listed)
+    import subprocess
+
+    out = subprocess.run(["sh", "-c", HEALTH_SYSFS_SCRIPT], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    parsed = parse_pci_sysfs(parse_tail_bundle(out.stdout)[0])
+    assert all(not f.is_gpu for f in parsed.functions.values())
+
+
+def test_aer_fatal_fails_and_correctable_is_judged_as_a_change() -> None:
+    sysfs = parse_pci_sysfs(sysfs_files(fatal=1))
+    found = hp.judge_aer(sysfs, None, LIMITS)
+    bad = [f for f in found if f.status == hp.FAIL]
+    assert len(bad) == 1 and bad[0].subject == "GPU 0000:18:00.0" and "1 fatal" in bad[0].detail
+    first = hp.judge_aer(parse_pci_sysfs(sysfs_files(correctable=7)), None, LIMITS)
+    assert {f.status for f in first} == {hp.NOT_JUDGED} and hp.FIRST_SAMPLE in first[0].detail
+    same = hp.judge_aer(parse_pci_sysfs(sysfs_files(correctable=7)), {"0000:18:00.0": 7, "0000:19:00.0": 0},
+                        LIMITS)
+    assert {f.status for f in same} == {hp.PASS}
+    rose = hp.judge_aer(parse_pci_sysfs(sysfs_files(correctable=9)), {"0000:18:00.0": 7, "0000:19:00.0": 0}, LIMITS)
+    assert [f.subject for f in rose if f.status == hp.FAIL] == ["GPU 0000:18:00.0"]
+
+
+def test_ib_counters_first_sample_then_change_since_the_last_run() -> None:
+    first = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), None, LIMITS)
+    assert {f.status for f in first} == {hp.NOT_JUDGED}
+    assert all(f.detail.startswith(hp.FIRST_SAMPLE) for f in first)
+    before = {p: dict(c) for p, c in parse_pci_sysfs(sysfs_files(symbol=5)).ib_counters.items()}
+    steady = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), before, LIMITS)
+    assert {f.status for f in steady} == {hp.PASS}  # 5 symbol errors, none new: absolute value not judged
+    rising = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=12)), before, LIMITS)
+    bad = [f for f in rising if f.status == hp.FAIL]
+    assert [f.subject for f in bad] == ["mlx5_0/1 symbol_error"] and "rose by 7" in bad[0].detail
+    reset = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=0)), before, LIMITS)
+    assert {f.status for f in reset} == {hp.PASS, hp.NOT_JUDGED}
+
+
+HGX_PATH = PathLimit(code="PXB", source="test", applies_to=Workload(nics_per_gpu=1, source="one NIC per GPU"))
+
+
+def test_numa_placement_as_the_sku_expects() -> None:
+    good = hp.judge_numa(parse_pci_sysfs(sysfs_files()), HGX_PATH, 2)
+    assert {f.status for f in good} == {hp.PASS}
+    bad = hp.judge_numa(parse_pci_sysfs(sysfs_files(nic_numa=(0, 0))), HGX_PATH, 2)
+    assert [f.subject for f in bad if f.status == hp.FAIL] == ["GPU 0000:19:00.0"]
+    reported = hp.judge_numa(parse_pci_sysfs(sysfs_files(nic_numa=(0, 0))), None, 2)
+    assert {f.status for f in reported} == {hp.NOT_JUDGED} and "NUMA 1" in reported[1].detail
+    no_numa = hp.judge_numa(parse_pci_sysfs(sysfs_files(gpu_numa=(-1, -1))), HGX_PATH, 2)
+    assert [f.status for f in no_numa] == [hp.NOT_JUDGED]
+
+
+# ---------------------------------------------------------------- 5. firmware, 7. Xid
+
+def test_firmware_the_odd_node_out_is_named_and_the_lock_is_compared() -> None:
+    found = {"gpu-01": {"vbios/0": "96.00.74.00.01"}, "gpu-02": {"vbios/0": "96.00.74.00.01"},
+             "gpu-03": {"vbios/0": "96.00.61.00.01"}}
+    out = hp.judge_firmware(found)
+    assert [(f.node, f.status) for f in out if f.status == hp.FAIL] == [("gpu-03", hp.FAIL)]
+    assert {f.node for f in out if f.status == hp.PASS} == {"gpu-01", "gpu-02"}
+    tie = hp.judge_firmware({"a": {"hca/mlx5_0": "1"}, "b": {"hca/mlx5_0": "2"}})
+    assert {f.status for f in tie} == {hp.NOT_JUDGED}
+    locked = hp.judge_firmware({"a": {"hca/mlx5_0": "2"}}, {"a": {"hca/mlx5_0": "1"}})
+    assert [f.status for f in locked] == [hp.FAIL] and "lock records 1" in locked[0].detail
+    alone = hp.judge_firmware({"a": {"hca/mlx5_0": "2"}})
+    assert [f.status for f in alone] == [hp.NOT_JUDGED]
+
+
+def test_xid_since_boot_reuses_the_xid_policy() -> None:
+    log = "[  512.1] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n"
+    out = hp.judge_xid(parse_xid_log(log), load_health())
+    assert [f.status for f in out] == [hp.FAIL]
+    clean = hp.judge_xid(parse_xid_log("[    1.0] Linux version 6.1\n"), load_health())
+    assert [f.status for f in clean] == [hp.PASS]
+
+
+# ---------------------------------------------------------------- the command
+
+def _node(tmp: Path, faults: str = "", dmesg: str = "[    1.0] Linux version 6.1\n", fm_running: bool = True
+          ) -> tuple[Path, dict[str, str]]:
+    inv, env = standin_node(tmp)
+    bindir = Path(env["PATH"].split(":")[0])
+    root = tmp / "node"
+    (root / "faults").write_text(faults)
+    info = root / "nvidia-smi.package.json"
+    info.write_text(json.dumps({"package": "nvidia-driver", "version": "580.95.05-1", "driver_version": "580.95.05"}))
+    if fm_running:
+        (root / "run/nvidia-fabricmanager").mkdir(parents=True)
+        (root / "run/nvidia-fabricmanager/nv-fabricmanager.pid").write_text(f"{os.getpid()}\n")
+    e = (f"GPUCTL_LAB_SYSROOT={root} GPUCTL_LAB_PROFILE={root}/profile.json GPUCTL_LAB_FAULTS={root}/faults "
+         f"GPUCTL_LAB_PACKAGE={info}")
+    (bindir / "nvidia-smi").write_text(f'#!/bin/sh\nexec env {e} {sys.executable} {LABHW} nvidia-smi "$@"\n')
+    (bindir / "nvidia-smi").chmod(0o755)
+    (tmp / "dmesg.txt").write_text(dmesg)
+    (bindir / "dmesg").write_text(f"#!/bin/sh\ncat {tmp / 'dmesg.txt'}\n")
+    (bindir / "dmesg").chmod(0o755)
+    env["GPUCTL_STATE_DIR"] = str(tmp / "state")
+    return inv, env
+
+
+def _health(inv: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, ["health", str(inv), *args], env=env)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_cli_healthy_node_exit_0(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path)
+    code, out, err = _health(inv, env)
+    assert code == 0, (out, err)
+    assert out == "" and "gpu-01: healthy" in err
+
+
+def test_cli_throttle_fault_exit_1_with_the_exact_drain_line(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path, "throttle gpu=3 reason=hw_power_brake_slowdown\n")
+    code, out, _err = _health(inv, env)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines == ["gpuctl: clock_events: gpu-01 GPU 3 (00000000:5D:00.0): HW power brake slowdown active at "
+                     "0 % utilization → reseat_or_replace"]
+    m = DRAIN.match(lines[0])
+    assert m and m["check"] == "clock_events" and m["remediation"] == "reseat_or_replace"
+
+
+def test_cli_fabric_not_ready_and_xid_json(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path, "fabric_not_ready\n",
+                     dmesg="[  512.1] NVRM: Xid (PCI:0000:5d:00): 79, pid=0, GPU has fallen off the bus.\n")
+    code, out, _ = _health(inv, env, "--json")
+    assert code == 1
+    data = json.loads(out)
+    node = data["nodes"]["gpu-01"]
+    assert data["status"] == UNHEALTHY and node["status"] == UNHEALTHY
+    checks = {f["check"] for f in node["failed"]}
+    assert checks == {"xid", "nvswitch_fabric"}
+    assert node["drain"].startswith("gpuctl: xid: gpu-01 ") and "(+8 more: nvswitch_fabric)" in node["drain"]
+    assert DRAIN.match(node["drain"])
+
+
+def test_cli_exit_2_bad_input_and_3_could_not_run(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path)
+    code, _, err = _health(tmp_path / "missing.yaml", env)
+    assert code == 2 and "error:" in err
+    code, _, err = _health(inv, env, "--limit", "nope-*")
+    assert code == 2
+    (Path(env["PATH"].split(":")[0]) / "nvidia-smi").unlink()  # the tool is gone: nothing to judge the GPUs
+    code, out, err = _health(inv, env)
+    assert code == 3 and out == "" and "could not check" in err
+
+
+def test_cli_counters_state_first_sample_then_judged(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path)
+    _health(inv, env)
+    state = tmp_path / "state" / "health" / "lab" / "gpu-01.json"
+    assert state.is_file() and oct(state.stat().st_mode & 0o777) == "0o600"
+    assert {"aer_correctable", "ib_counters", "taken_at"} <= set(json.loads(state.read_text()))
+
+
+# ---------------------------------------------------------------- the per-node limit
+
+class _Host:
+    """A testinfra-like host answering from a table; `hang` makes every command block."""
+
+    def __init__(self, answers: dict[str, str], hang: threading.Event | None = None) -> None:
+        self.answers, self.hang = answers, hang
+
+    def run(self, command: str, *args: str, **kwargs: object) -> SimpleNamespace:
+        if self.hang is not None:
+            self.hang.wait(30)
+        for key, text in self.answers.items():
+            if key in command:
+                return SimpleNamespace(rc=0, stdout=text, stderr="")
+        return SimpleNamespace(rc=0, stdout="", stderr="")
+
+
+def test_a_hanging_node_is_cut_at_the_limit_without_blocking_the_others(tmp_path: Path) -> None:
+    loaded = load_inventory(str(Path(__file__).parents[1] / "data" / "inventories" / "lab-placeholder.yaml"))
+    specs = resolve(loaded, ())
+    assert len(specs) >= 2
+    release = threading.Event()
+    clocks = "\n".join(f"{i}, 00000000:{0x18 + i:02X}:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, "
+                       "Not Active" for i in range(8)) + "\n"
+    fabric = "".join(f"GPU 00000000:{0x18 + i:02X}:00.0\n    Fabric\n        State : Completed\n"
+                     "        Status : Success\n" for i in range(8))
+    answers = {"clocks_event_reasons": clocks, "nvidia-smi -q -x": fabric, "dmesg": "[ 1.0] Linux version 6.1\n"}
+
+    def host_for(spec):
+        return _Host(answers, None if spec.node == specs[0].node else release)
+
+    start = time.monotonic()
+    try:
+        result = run_health(loaded, specs, host_for=host_for, per_node_s=1.5, keep_state=False, lock={})
+    finally:
+        release.set()
+    took = time.monotonic() - start
+    assert took < 4, took
+    first, second = result.nodes[specs[0].node], result.nodes[specs[1].node]
+    assert first.status == HEALTHY, first.as_dict()
+    assert second.status == COULD_NOT_RUN and "per-node limit of 1.5 s" in second.unreachable
+    assert result.status == COULD_NOT_RUN
+
+
+def test_drain_line_has_no_control_characters() -> None:
+    n = NodeHealth("gpu-01", [hp.HealthFinding("xid", "GPU 1", hp.FAIL, "bad\nline\x1b[31m", Remediation.REBOOT)])
+    line = n.drain_line()
+    assert line is not None and "\n" not in line and "\x1b" not in line and DRAIN.match(line)
