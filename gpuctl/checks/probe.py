@@ -466,7 +466,10 @@ class Probe:
         if self.spec.services:
             steps.append(("units", self.units))
         if "nvidia_driver" in wanted:
-            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log)]
+            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log),
+                      ("clock_events", self.clock_events)]
+        if wanted & {"nvidia_driver", "network"}:
+            steps.append(("pci_sysfs", self.pci_sysfs))
         if wanted & {"network", "nccl"}:
             steps.append(("interfaces", self.interfaces))
             if self.spec.fabric.type != "none":

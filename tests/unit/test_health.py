@@ -340,3 +340,34 @@ def test_drain_line_has_no_control_characters() -> None:
     n = NodeHealth("gpu-01", [hp.HealthFinding("xid", "GPU 1", hp.FAIL, "bad\nline\x1b[31m", Remediation.REBOOT)])
     line = n.drain_line()
     assert line is not None and "\n" not in line and "\x1b" not in line and DRAIN.match(line)
+
+
+# ---------------------------------------------------------------- the same checks in verify
+
+def test_verify_runs_the_same_judgements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.unit.checks_support import bundle, failure, inventory_spec, probe, role
+
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
+    spec = inventory_spec("h100-8x4")
+    drv, fm, net = role("nvidia_driver"), role("fabricmanager"), role("network")
+    idle = "".join(f"{i}, 00000000:{0x18 + i:02X}:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, "
+                   "Not Active\n" for i in range(8))
+    drv.test_health_clock_events(None, spec, probe(spec, {"clocks_event_reasons": idle}))
+    # a driver that knows only the older names: the fallback query is judged the same way
+    old = {"clocks_event_reasons": (2, 'Field "clocks_event_reasons.hw_slowdown" is not a valid field to query.\n', ""),
+           "clocks_throttle_reasons": idle.replace("00000000:1A:00.0, 0, 96.00.74.00.01, Not Active",
+                                                   "00000000:1A:00.0, 0, 96.00.74.00.01, Active")}
+    f = failure(drv.test_health_clock_events, spec, probe(spec, old))
+    assert f.subject == "GPU 2 (00000000:1A:00.0)" and f.remediation is Remediation.RESEAT_OR_REPLACE
+    busy = idle.replace(", 0, 96", ", 90, 96")
+    with pytest.raises(pytest.skip.Exception, match="GPU busy"):
+        drv.test_health_clock_events(None, spec, probe(spec, {"clocks_event_reasons": busy}))
+    fm.test_health_nvswitch_fabric(None, spec, probe(spec, {"nvidia-smi -q": REAL_Q}))
+    bad_q = REAL_Q.replace("Status                            : Success", "Status                            : Failure")
+    assert failure(fm.test_health_nvswitch_fabric, spec, probe(spec, {"nvidia-smi -q": bad_q})).remediation \
+        is Remediation.REBOOT
+    sysfs = bundle(sysfs_files(fatal=2))
+    f = failure(drv.test_health_pcie_aer, spec, probe(spec, {"aer_dev": sysfs}))
+    assert "GPU 0000:18:00.0" in f.message and "2 fatal" in f.message
+    with pytest.raises(pytest.skip.Exception, match="first sample"):
+        net.test_health_ib_counters(None, spec, probe(spec, {"aer_dev": bundle(sysfs_files())}))
