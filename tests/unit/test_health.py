@@ -371,3 +371,19 @@ def test_verify_runs_the_same_judgements(tmp_path: Path, monkeypatch: pytest.Mon
     assert "GPU 0000:18:00.0" in f.message and "2 fatal" in f.message
     with pytest.raises(pytest.skip.Exception, match="first sample"):
         net.test_health_ib_counters(None, spec, probe(spec, {"aer_dev": bundle(sysfs_files())}))
+
+
+def test_standin_vbios_fault_makes_one_node_the_odd_one_out(tmp_path: Path) -> None:
+    """The lab's `vbios_differs` fault changes the stand-in's VBIOS; judged across three nodes,
+    only the faulted node is named."""
+    import subprocess
+
+    versions = {}
+    for node, faults in (("gpu-01", ""), ("gpu-02", "vbios_differs version=96.00.61.00.01\n"), ("gpu-03", "")):
+        _inv, env = _node(tmp_path / node, faults)
+        bindir = Path(env["PATH"].split(":")[0])
+        out = subprocess.run([str(bindir / "nvidia-smi"), f"--query-gpu={','.join(NEW)}",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30, check=True)
+        versions[node] = {f"vbios/{g.index}": g.vbios for g in parse_clock_events_csv(out.stdout, NEW) if g.vbios}
+    failed = [f for f in hp.judge_firmware(versions) if f.status == hp.FAIL]
+    assert {f.node for f in failed} == {"gpu-02"} and len(failed) == 8
