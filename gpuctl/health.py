@@ -171,10 +171,16 @@ def state_file(cluster: str, node: str) -> Path:
 
 def load_previous(cluster: str, node: str) -> dict[str, Any] | None:
     """The node's last sample, or None (first run, or a file gpuctl cannot read: a new baseline)."""
+    from gpuctl.errors import GpuctlError
+    from gpuctl.fileio import load_json
+
     path = state_file(cluster, node)
+    if not path.exists():
+        return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = load_json(path, what="health sample")
+    except (OSError, GpuctlError) as exc:
+        log.warning("%s: unreadable previous health sample (%s); a new baseline is recorded", path, exc)
         return None
     return data if isinstance(data, dict) else None
 

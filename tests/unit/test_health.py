@@ -387,3 +387,14 @@ def test_standin_vbios_fault_makes_one_node_the_odd_one_out(tmp_path: Path) -> N
         versions[node] = {f"vbios/{g.index}": g.vbios for g in parse_clock_events_csv(out.stdout, NEW) if g.vbios}
     failed = [f for f in hp.judge_firmware(versions) if f.status == hp.FAIL]
     assert {f.node for f in failed} == {"gpu-02"} and len(failed) == 8
+
+
+def test_a_corrupt_previous_sample_is_a_new_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuctl.health import load_previous, save_sample, state_file
+
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
+    assert load_previous("lab", "gpu-01") is None
+    save_sample("lab", "gpu-01", {"ib_counters": {"mlx5_0/1": {"symbol_error": 3}}})
+    assert load_previous("lab", "gpu-01")["ib_counters"] == {"mlx5_0/1": {"symbol_error": 3}}
+    state_file("lab", "gpu-01").write_text("{not json")
+    assert load_previous("lab", "gpu-01") is None
