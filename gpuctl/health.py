@@ -132,6 +132,11 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
     if probe.unreachable:
         out.unreachable = probe.unreachable
         return out
+    # the connection is open: the other commands go out at once, as channels of it (as verify's prefetch)
+    steps: list[Callable[[], Any]] = [probe.pci_sysfs]
+    if spec.hardware.gpu_count:
+        steps += [probe.clock_events] + ([probe.fabric] if spec.hardware.nvswitch else [])
+    _fetch_at_once(steps)
     if spec.hardware.gpu_count:
         def clocks() -> list[hp.HealthFinding]:
             rows = probe.clock_events()
@@ -159,6 +164,20 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
     if probe.unreachable:
         out.unreachable = probe.unreachable
     return out
+
+
+def _fetch_at_once(steps: Sequence[Callable[[], Any]]) -> None:
+    """Run the probe's fetches in parallel (their outputs and errors are cached by the probe and
+    judged afterwards). Daemon threads: a fetch that hangs never keeps the process alive."""
+    def quiet(step: Callable[[], Any]) -> None:
+        with contextlib.suppress(Exception):
+            step()
+
+    threads = [threading.Thread(target=quiet, args=(step,), daemon=True) for step in steps]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 # ---------------------------------------------------------------- state (previous samples)
