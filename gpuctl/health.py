@@ -40,6 +40,8 @@ from gpuctl.spec import NodeSpec
 log = logging.getLogger(__name__)
 
 PER_NODE_LIMIT_S = 60
+#: nodes checked at once (in-process paramiko connections, as verify's DEFAULT_PARALLEL)
+DEFAULT_PARALLEL = 64
 HEALTHY, UNHEALTHY, COULD_NOT_RUN = "healthy", "unhealthy", "could_not_run"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
@@ -246,8 +248,10 @@ def _ssh_hosts(loaded: LoadedInventory, specs: Sequence[NodeSpec], work: Path) -
 
 def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: Path | None = None,
                per_node_s: float = PER_NODE_LIMIT_S, host_for: HostFactory | None = None,
-               keep_state: bool = True, lock: Mapping[str, Mapping[str, str]] | None = None) -> HealthResult:
-    """Check every node of `specs` at once, each cut at `per_node_s`. `host_for` builds a
+               keep_state: bool = True, lock: Mapping[str, Mapping[str, str]] | None = None,
+               parallel: int = DEFAULT_PARALLEL) -> HealthResult:
+    """Check the nodes of `specs` at once (`parallel` at a time), each cut at `per_node_s`
+    from its own start: a cut node's slot goes to the next node at once. `host_for` builds a
     node's testinfra host (default: verify's ssh hosts); `lock`: firmware per node from the
     lock file (default: read from the inventory's lock file when it exists)."""
     specs = list(specs)
@@ -261,12 +265,16 @@ def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: P
     work = Path(tempfile.mkdtemp(prefix="gpuctl-h-", dir="/tmp"))
     results: dict[str, NodeHealth] = {}
     started: dict[str, float] = {}
+    slots = threading.Semaphore(max(1, parallel))
+    cond = threading.Condition()
     try:
         hosts = host_for or _ssh_hosts(loaded, specs, work)
 
         def worker(spec: NodeSpec) -> None:
+            slots.acquire()
             t0 = time.monotonic()
-            started[spec.node] = t0
+            with cond:
+                started[spec.node] = t0
             try:
                 probe = Probe(hosts(spec), spec, raw_dir, timeout_s=max(1, int(per_node_s)))
                 res = check_node(probe, spec, load_previous(cluster, spec.node) if keep_state else None, health)
@@ -276,18 +284,26 @@ def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: P
                 log.exception("health check of %s crashed", spec.node)
                 res = NodeHealth(spec.node, could_not_run={"health": f"crashed: {type(exc).__name__}: {exc}"})
             res.seconds = time.monotonic() - t0
-            results.setdefault(spec.node, res)
+            with cond:
+                if spec.node not in results:  # else it was cut and its slot already given back
+                    results[spec.node] = res
+                    slots.release()
+                cond.notify_all()
 
-        threads = {s.node: threading.Thread(target=worker, args=(s,), name=f"health-{s.node}", daemon=True)
-                   for s in specs}
-        for t in threads.values():
-            t.start()
-        deadline = start + per_node_s
-        for name, t in threads.items():
-            t.join(max(0.0, deadline - time.monotonic()))
-            if t.is_alive():  # cut: the thread is left behind (daemon), its result ignored
-                results.setdefault(name, NodeHealth(name, unreachable=f"no answer within the per-node limit of "
-                                                    f"{per_node_s:g} s", seconds=time.monotonic() - start))
+        for s in specs:  # daemon threads: a node cut at its limit never keeps the process alive
+            threading.Thread(target=worker, args=(s,), name=f"health-{s.node}", daemon=True).start()
+        with cond:
+            while len(results) < len(specs):
+                now = time.monotonic()
+                for name, t0 in started.items():
+                    if name not in results and now - t0 >= per_node_s:
+                        results[name] = NodeHealth(name, unreachable=f"no answer within the per-node limit of "
+                                                   f"{per_node_s:g} s", seconds=now - t0)
+                        slots.release()
+                running = [t0 for n, t0 in started.items() if n not in results]
+                wait = min((t0 + per_node_s - now for t0 in running), default=per_node_s)
+                if len(results) < len(specs):
+                    cond.wait(max(0.01, wait))
     finally:
         with contextlib.suppress(Exception):
             from gpuctl.checks import paramiko_backend

@@ -336,6 +336,24 @@ def test_a_hanging_node_is_cut_at_the_limit_without_blocking_the_others(tmp_path
     assert result.status == COULD_NOT_RUN
 
 
+def test_a_cut_node_gives_its_slot_to_the_next(tmp_path: Path) -> None:
+    """One node at a time: the first hangs, is cut at the limit, and the second still runs."""
+    loaded = load_inventory(str(Path(__file__).parents[1] / "data" / "inventories" / "lab-placeholder.yaml"))
+    specs = resolve(loaded, ())[:2]
+    release = threading.Event()
+    answers = {"dmesg": "[ 1.0] Linux version 6.1\n"}
+    start = time.monotonic()
+    try:
+        result = run_health(loaded, specs, per_node_s=1.0, keep_state=False, lock={}, parallel=1,
+                            host_for=lambda s: _Host(answers, release if s.node == specs[0].node else None))
+    finally:
+        release.set()
+    assert time.monotonic() - start < 3.5
+    assert "per-node limit" in result.nodes[specs[0].node].unreachable
+    assert not result.nodes[specs[1].node].unreachable
+    assert result.nodes[specs[1].node].findings  # it ran: its Xid check passed
+
+
 def test_drain_line_has_no_control_characters() -> None:
     n = NodeHealth("gpu-01", [hp.HealthFinding("xid", "GPU 1", hp.FAIL, "bad\nline\x1b[31m", Remediation.REBOOT)])
     line = n.drain_line()
