@@ -280,6 +280,13 @@ class PassiveLimits(_Frozen):
     aer_correctable_max_increase: Figure
     #: nvidia-smi -q Fabric State and Status an NVSwitch GPU must show
     fabric_ready: FabricReady
+    #: ACSCtl flags that must be off on the PCIe switch ports above GPUs and NICs
+    acs: AcsRule
+
+
+class AcsRule(_Frozen):
+    must_be_off: tuple[str, ...]
+    source: str = Field(min_length=3)
 
 
 class FabricReady(_Frozen):

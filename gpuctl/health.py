@@ -163,6 +163,10 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
         found += hp.judge_numa(sysfs, sku.fabric.gpu_nic_max_path, spec.hardware.gpu_count)
         return found
     _attempt(out, "pcie_aer", sysfs_checks)
+    # ACS only where a PCIe switch sits above a GPU or NIC (lspci is then needed, as root)
+    with contextlib.suppress(CouldNotRun):
+        if hp.switch_bridges(probe.pci_sysfs()):
+            _attempt(out, "pcie_acs", lambda: hp.judge_acs(probe.pci_sysfs(), probe.pcie_acs(), limits))
     if probe.unreachable:
         out.unreachable = probe.unreachable
     return out

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuctl.catalog import Health, PassiveLimits, PathLimit
-from gpuctl.parsers.health import GpuClockEvents, PciSysfs
+from gpuctl.parsers.health import GpuClockEvents, LspciAcs, PciSysfs
 from gpuctl.parsers.nvidia_smi import GpuFabric
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
@@ -27,7 +27,7 @@ __all__ = ["FAIL", "NOT_JUDGED", "PASS", "WARN", "HealthFinding"]
 
 #: the checks, in the order they are reported (a node's first failing one is its drain reason)
 CHECKS: tuple[str, ...] = ("xid", "clock_events", "nvswitch_fabric", "pcie_aer", "ib_counters", "firmware",
-                           "gpu_nic_numa")
+                           "gpu_nic_numa", "pcie_acs")
 FIRST_SAMPLE = "first sample: baseline recorded"
 _REASON_WORDS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
                  "hw_power_brake_slowdown": "HW power brake slowdown", "sw_thermal_slowdown": "SW thermal slowdown"}
@@ -276,6 +276,44 @@ def judge_numa(sysfs: PciSysfs, expect: PathLimit | None, gpu_count: int) -> lis
                                      f"{g.numa_node} (NICs on NUMA {', '.join(map(str, sorted(per_numa)))})",
                                      Remediation.RESEAT_OR_REPLACE, expected="a fabric NIC on the GPU's NUMA node",
                                      found=found, source=source))
+    return out
+
+
+# ---------------------------------------------------------------- 8. ACS on the switches
+
+def switch_bridges(sysfs: PciSysfs) -> list[str]:
+    """The PCIe switch ports above the GPUs and fabric NICs (every bridge on their path but the
+    root port: P2P between devices under different root ports crosses the root complex anyway)."""
+    out: dict[str, None] = {}
+    for f in sorted(sysfs.functions.values(), key=lambda f: f.bdf):
+        if f.is_gpu or f.is_nic:
+            out.update(dict.fromkeys(f.upstream[1:]))
+    return list(out)
+
+
+def judge_acs(sysfs: PciSysfs, acs: LspciAcs, limits: PassiveLimits) -> list[HealthFinding]:
+    """ACS request or completion redirect enabled on a PCIe switch port above a GPU or NIC fails:
+    every peer-to-peer transfer (GPU↔GPU, GPUDirect RDMA) is sent up to the root complex."""
+    rule = limits.acs
+    out = []
+    for bdf in switch_bridges(sysfs):
+        if bdf in acs.denied:
+            out.append(HealthFinding("pcie_acs", f"bridge {bdf}", NOT_JUDGED,
+                                     "not judged: lspci could not read its capabilities (run as root)"))
+            continue
+        flags = acs.ctl.get(bdf)
+        if flags is None:
+            continue  # no ACS capability: nothing can redirect
+        on = [f for f in rule.must_be_off if flags.get(f)]
+        found = "ACSCtl " + " ".join(f"{k}{'+' if v else '-'}" for k, v in flags.items())
+        if on:
+            out.append(HealthFinding("pcie_acs", f"bridge {bdf}", FAIL, f"ACS {', '.join(on)} enabled on a PCIe "
+                                     "switch port above a GPU or NIC: peer-to-peer traffic goes through the root "
+                                     "complex", Remediation.RECONFIGURE, expected=" ".join(f"{f}-" for f in
+                                                                                           rule.must_be_off),
+                                     found=found, source=rule.source))
+        else:
+            out.append(HealthFinding("pcie_acs", f"bridge {bdf}", PASS, found, found=found, source=rule.source))
     return out
 
 

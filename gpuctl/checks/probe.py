@@ -30,8 +30,10 @@ from gpuctl.parsers.health import (
     IB_COUNTERS,
     REASON_PREFIXES,
     GpuClockEvents,
+    LspciAcs,
     PciSysfs,
     parse_clock_events_csv,
+    parse_lspci_acs,
     parse_pci_sysfs,
     query_fields,
 )
@@ -75,7 +77,8 @@ STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.lis
 HEALTH_SYSFS_SCRIPT = (
     "for d in /sys/bus/pci/devices/*; do { read -r c < \"$d/class\"; } 2>/dev/null || continue; "
     "case \"$c\" in 0x0300*|0x0302*|0x0200*|0x0207*) tail -v -n +1 -- \"$d/class\" \"$d/vendor\" \"$d/numa_node\" "
-    + " ".join(f'\"$d/aer_dev_{k}\"' for k in AER_KINDS) + " 2>/dev/null;; esac; done; "
+    + " ".join(f'\"$d/aer_dev_{k}\"' for k in AER_KINDS) + " 2>/dev/null; "
+    "printf '\\n==> %s <==\\n' \"$d/device-path\"; readlink -f \"$d\";; esac; done; "
     "for i in /sys/class/infiniband/*; do [ -e \"$i\" ] || continue; printf '==> %s <==\\n' \"$i/device-link\"; "
     "readlink -f \"$i/device\" 2>/dev/null || echo; done; "
     "tail -v -n +1 -- /sys/class/infiniband/*/fw_ver "
@@ -400,6 +403,11 @@ class Probe:
         of the RDMA devices (PCI function, fw_ver, port error counters): one command."""
         return self.parsed("pci_sysfs", lambda: parse_pci_sysfs(outputs.parse_tail_bundle(
             self.output("health-sysfs", HEALTH_SYSFS_SCRIPT, ok_rc=(0,)).stdout)[0]))
+
+    def pcie_acs(self) -> LspciAcs:
+        """ACS control of every PCI bridge (`lspci -D -vvv -d ::0604`: class PCI bridge only)."""
+        return self.parsed("pcie_acs", lambda: parse_lspci_acs(
+            self.output("lspci-acs", "lspci -D -vvv -d ::0604", tool="lspci").stdout or "(no PCI bridge)\n"))
 
     # ------------------------------------------------------------ fabric, network
 

@@ -112,7 +112,8 @@ NIC_CLASSES = ("0x0200", "0x0207")
 NVIDIA_VENDOR = "0x10de"
 
 _BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_PCI_FILE = re.compile(r"^/sys/bus/pci/devices/([^/]+)/(class|vendor|numa_node|aer_dev_(fatal|nonfatal|correctable))$")
+_PCI_FILE = re.compile(r"^/sys/bus/pci/devices/([^/]+)/(class|vendor|numa_node|device-path|"
+                       r"aer_dev_(fatal|nonfatal|correctable))$")
 _IB_FILE = re.compile(r"^/sys/class/infiniband/([^/]+)/(fw_ver|device-link)$")
 _IB_COUNTER = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/counters/([a-z_]+)$")
 # "TOTAL_ERR_FATAL 0" / "RxErr 0"
@@ -126,6 +127,8 @@ class PciFunction:
     vendor: str | None
     numa_node: int | None  # None: -1 (no NUMA information) or not readable
     aer: Mapping[str, int] = field(default_factory=dict)  # kind -> total, kinds the kernel exposes
+    #: the PCI bridges above it, root port first (from its resolved sysfs path)
+    upstream: tuple[str, ...] = ()
 
     @property
     def is_gpu(self) -> bool:
@@ -193,11 +196,59 @@ def parse_pci_sysfs(files: Mapping[str, str]) -> PciSysfs:
         numa = _int_file(f"/sys/bus/pci/devices/{bdf}/numa_node", f["numa_node"]) if "numa_node" in f else None
         aer = {k: _aer_total(f"/sys/bus/pci/devices/{bdf}/aer_dev_{k}", f[f"aer_dev_{k}"], k)
                for k in AER_KINDS if f"aer_dev_{k}" in f}
+        # "/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:18:00.0"
+        path = [part.lower() for part in f.get("device-path", "").strip().split("/") if _BDF.match(part)]
+        upstream = tuple(path[:-1]) if path and path[-1] == bdf.lower() else ()
         functions[bdf] = PciFunction(bdf.lower(), f["class"].strip().lower(), (f.get("vendor") or "").strip().lower()
-                                     or None, numa if numa is not None and numa >= 0 else None, aer)
+                                     or None, numa if numa is not None and numa >= 0 else None, aer, upstream)
     devices = {}
     for name, f in rdma.items():
         link = f.get("device-link", "")
         tail = link.rstrip("/").rsplit("/", 1)[-1] if link else ""
         devices[name] = RdmaDevice(name, tail.lower() if _BDF.match(tail) else None, f.get("fw_ver") or None)
     return PciSysfs(functions, devices, counters)
+
+
+# ---------------------------------------------------------------- lspci: ACS control of the bridges
+# (a minimal reader for the health check; the analyze kind's lspci parser may replace it)
+
+#: "0000:02:08.0 PCI bridge: PLX Technology, Inc. PEX 8725 ..." (lspci -D)
+_LSPCI_HEADER = re.compile(r"^([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s")
+#: "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+_ACS_CTL = re.compile(r"^\s+ACSCtl:\s*(.*)$")
+_ACS_FLAG = re.compile(r"(\w+)([+-])")
+
+
+@dataclass(frozen=True)
+class LspciAcs:
+    """Per bridge, its ACSCtl flags ({"ReqRedir": True, …}); `denied`: bridges whose
+    capabilities lspci could not read (not root: "Capabilities: <access denied>")."""
+
+    ctl: Mapping[str, Mapping[str, bool]]
+    denied: tuple[str, ...] = ()
+
+
+def parse_lspci_acs(text: str) -> LspciAcs:
+    """`lspci -D -vvv` (any device selection): each device's ACSCtl line, if it has one."""
+    body = require_text(text, "lspci")
+    ctl: dict[str, dict[str, bool]] = {}
+    denied: list[str] = []
+    current: str | None = None
+    seen = False
+    for line in body.splitlines():
+        if m := _LSPCI_HEADER.match(line):
+            current, seen = m.group(1).lower(), True
+            continue
+        if current is None:
+            continue
+        if "<access denied>" in line:
+            denied.append(current)
+        elif m := _ACS_CTL.match(line):
+            flags = {f: v == "+" for f, v in _ACS_FLAG.findall(m.group(1))}
+            if not flags:
+                raise ParseError(f"lspci: {current}: ACSCtl line without flags: {quote(line)}")
+            ctl[current] = flags
+    if not seen:
+        first = body.splitlines()[0]
+        raise ParseError(f"lspci -D -vvv: no device line ('0000:00:00.0 ...'); first line {quote(first)}")
+    return LspciAcs(ctl, tuple(dict.fromkeys(denied)))

@@ -300,6 +300,15 @@ def test_health_gpu_nic_numa(host, spec, probe):
                                          spec.hardware.gpu_count))
 
 
+def test_health_pcie_acs(host, spec, probe):
+    """No ACS request/completion redirect on a PCIe switch port above a GPU or NIC (`lspci -vvv`)."""
+    if not healthpolicy.switch_bridges(probe.pci_sysfs()):
+        import pytest
+
+        pytest.skip("not judged: no PCIe switch above the GPUs and NICs")
+    judge_health(healthpolicy.judge_acs(probe.pci_sysfs(), probe.pcie_acs(), _passive()))
+
+
 def test_no_fatal_xid(host, spec, probe):
     """No fatal Xid (GPU), no GPU lost without an Xid (fell off the bus, probe failed) and no
     fatal SXid (NVSwitch) in this boot's kernel log — judged by `gpuctl.xidpolicy`, the policy

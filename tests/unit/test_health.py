@@ -116,11 +116,13 @@ AER_ZERO_FATAL = "Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt
     "PoisonTLPBlocked 0\nTOTAL_ERR_{kind} {n}\n"
 
 
-def sysfs_files(*, gpu_numa: tuple[int, ...] = (0, 1), nic_numa: tuple[int, ...] = (0, 1), fatal: int = 0,
-                correctable: int = 0, symbol: int = 0, fw: str = "28.39.1002") -> dict[str, str]:
+def sysfs_files(*, switch: bool = False, gpu_numa: tuple[int, ...] = (0, 1), nic_numa: tuple[int, ...] = (0, 1),
+                fatal: int = 0, correctable: int = 0, symbol: int = 0, fw: str = "28.39.1002") -> dict[str, str]:
     files: dict[str, str] = {}
     for i, numa in enumerate(gpu_numa):
         d = f"/sys/bus/pci/devices/0000:{0x18 + i:02x}:00.0"
+        files[f"{d}/device-path"] = (f"/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:0{i}.0/{d[-12:]}\n"
+                                     if switch else f"/sys/devices/pci0000:15/0000:15:0{i}.0/{d[-12:]}\n")
         files |= {f"{d}/class": "0x030200\n", f"{d}/vendor": "0x10de\n", f"{d}/numa_node": f"{numa}\n",
                   f"{d}/aer_dev_fatal": AER_ZERO_FATAL.format(n=fatal if i == 0 else 0, kind="FATAL"),
                   f"{d}/aer_dev_nonfatal": AER_ZERO_FATAL.format(n=0, kind="NONFATAL"),
@@ -416,3 +418,70 @@ def test_a_corrupt_previous_sample_is_a_new_baseline(tmp_path: Path, monkeypatch
     assert load_previous("lab", "gpu-01")["ib_counters"] == {"mlx5_0/1": {"symbol_error": 3}}
     state_file("lab", "gpu-01").write_text("{not json")
     assert load_previous("lab", "gpu-01") is None
+
+
+
+# ---------------------------------------------------------------- 8. ACS on the PCIe switches
+
+# Lines as printed by `lspci -D -vvv` on real PLX switches: the device line of a PEX 8725 port
+# (HeyMeco/Rockchip-pcie-devices#6), the ACSCtl lines of the broken (ACS on) and working state
+# (NVIDIA/nccl#304, #606); see tests/data/fixtures/health/SOURCES.md.
+ACS_ON = "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+ACS_OFF = "ACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-"
+
+
+def lspci(ctl: dict[str, str], denied: tuple[str, ...] = ()) -> str:
+    out = []
+    for bdf in ("0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:17:01.0"):
+        out.append(f"{bdf} PCI bridge: PLX Technology, Inc. PEX 8725 24-Lane, 10-Port PCI Express Gen 3 (8.0 GT/s) "
+                   "Multi-Root Switch with DMA (rev ca) (prog-if 00 [Normal decode])")
+        out.append("\tControl: I/O- Mem- BusMaster+ SpecCycle- MemWINV- VGASnoop- ParErr- Stepping- SERR- FastB2B-")
+        if bdf in denied:
+            out.append("\tCapabilities: <access denied>")
+        elif bdf in ctl:
+            out.append("\tCapabilities: [f24 v1] Access Control Services")
+            out.append("\t\tACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl+ DirectTrans+")
+            out.append("\t\t" + ctl[bdf])
+        out.append("")
+    return "\n".join(out)
+
+
+def test_acs_redirect_on_a_switch_port_fails_and_the_root_port_is_not_judged() -> None:
+    from gpuctl.parsers.health import parse_lspci_acs
+
+    sysfs = parse_pci_sysfs(sysfs_files(switch=True))
+    assert hp.switch_bridges(sysfs) == ["0000:16:00.0", "0000:17:00.0", "0000:17:01.0"]
+    off = {b: ACS_OFF for b in ("0000:16:00.0", "0000:17:00.0", "0000:17:01.0")}
+    good = hp.judge_acs(sysfs, parse_lspci_acs(lspci({**off, "0000:15:01.0": ACS_ON})), LIMITS)
+    assert {f.status for f in good} == {hp.PASS} and len(good) == 3  # the root port's ACS is not judged
+    bad = hp.judge_acs(sysfs, parse_lspci_acs(lspci({**off, "0000:17:01.0": ACS_ON})), LIMITS)
+    failed = [f for f in bad if f.status == hp.FAIL]
+    assert [f.subject for f in failed] == ["bridge 0000:17:01.0"] and "ReqRedir, CmpltRedir" in failed[0].detail
+    assert failed[0].remediation is Remediation.RECONFIGURE
+    denied = hp.judge_acs(sysfs, parse_lspci_acs(lspci(off, denied=("0000:16:00.0",))), LIMITS)
+    assert [f.status for f in denied].count(hp.NOT_JUDGED) == 1
+    assert hp.switch_bridges(parse_pci_sysfs(sysfs_files())) == []  # GPUs straight on root ports: no switch
+
+
+def test_acs_parser_refuses_what_is_not_lspci() -> None:
+    from gpuctl.parsers.health import parse_lspci_acs
+
+    with pytest.raises(ParseError):
+        parse_lspci_acs("lspci: -d: Invalid class code\n")
+    with pytest.raises(ParseError):
+        parse_lspci_acs("0000:16:00.0 PCI bridge: x\n\t\tACSCtl:\tnothing here\n")
+
+
+def test_verify_acs_check(tmp_path: Path) -> None:
+    from tests.unit.checks_support import bundle, failure, inventory_spec, probe, role
+
+    spec = inventory_spec("h100-8x4")
+    drv = role("nvidia_driver")
+    files = bundle(sysfs_files(switch=True))
+    off = {b: ACS_OFF for b in ("0000:16:00.0", "0000:17:00.0", "0000:17:01.0")}
+    drv.test_health_pcie_acs(None, spec, probe(spec, {"aer_dev": files, "lspci -D -vvv": lspci(off)}))
+    f = failure(drv.test_health_pcie_acs, spec, probe(spec, {"aer_dev": files,
+                                                            "lspci -D -vvv": lspci({**off, "0000:16:00.0": ACS_ON})}))
+    assert f.subject == "bridge 0000:16:00.0"
+    with pytest.raises(pytest.skip.Exception, match="no PCIe switch"):
+        drv.test_health_pcie_acs(None, spec, probe(spec, {"aer_dev": bundle(sysfs_files())}))
