@@ -186,10 +186,12 @@ def judge_firmware(found: Mapping[str, Mapping[str, str]],
                    locked: Mapping[str, Mapping[str, str]] | None = None) -> list[HealthFinding]:
     """Firmware per node ({node: {"vbios/0": …, "hca/mlx5_0": …}}): a node whose version of an
     item differs from the majority of the nodes that have the item fails; so does one that
-    differs from its own entry in the lock (`locked`, when a lock file exists). Fewer than
-    three nodes with the item, or a tie: the comparison among peers is not judged."""
+    differs from its own entry in the lock (`locked`, when a lock file exists). A tie (two
+    nodes that differ) is not judged among peers; an item only one node has, and no lock
+    entry for, is reported, not judged."""
     out = []
     items = sorted({k for fw in found.values() for k in fw})
+    holders = {item: sum(1 for fw in found.values() if item in fw) for item in items}
     for item in items:
         have = {n: fw[item] for n, fw in found.items() if item in fw}
         counts = Counter(have.values()).most_common()
@@ -215,10 +217,10 @@ def judge_firmware(found: Mapping[str, Mapping[str, str]],
                                          Remediation.RECONFIGURE, expected=lock_fw[item], found=v,
                                          source=FIRMWARE_SOURCE + " (lock file)", node=n))
         failed = {f.subject for f in out if f.node == n and f.status == FAIL}
-        judged_peers = len(found) >= 2
         for item, v in sorted(fw.items()):
             if item in failed:
                 continue
+            judged_peers = holders[item] >= 2
             in_lock = lock_fw is not None and item in lock_fw
             if judged_peers or in_lock:
                 if not any(f.node == n and f.subject == item for f in out):

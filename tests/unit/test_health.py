@@ -204,6 +204,9 @@ def test_firmware_the_odd_node_out_is_named_and_the_lock_is_compared() -> None:
     assert [f.status for f in locked] == [hp.FAIL] and "lock records 1" in locked[0].detail
     alone = hp.judge_firmware({"a": {"hca/mlx5_0": "2"}})
     assert [f.status for f in alone] == [hp.NOT_JUDGED]
+    only_one_has_it = hp.judge_firmware({"a": {"hca/mlx5_0": "2", "hca/mlx5_9": "7"}, "b": {"hca/mlx5_0": "2"}})
+    assert {(f.node, f.subject, f.status) for f in only_one_has_it} == {
+        ("a", "hca/mlx5_0", hp.PASS), ("b", "hca/mlx5_0", hp.PASS), ("a", "hca/mlx5_9", hp.NOT_JUDGED)}
 
 
 def test_xid_since_boot_reuses_the_xid_policy() -> None:
