@@ -23,8 +23,12 @@ from gpuctl.parsers.bandwidth import BandwidthResult, parse_bandwidth
 from gpuctl.parsers.dcgm import DcgmResultSet, parse_dcgmi_diag
 from gpuctl.parsers.fio import FioResult, parse_fio
 from gpuctl.parsers.gdsio import GdsioResult, parse_gdsio
+from gpuctl.parsers.ib_counters import IbCountersResult, parse_ib_counters
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
+from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
+from gpuctl.parsers.lspci import LspciResult, parse_lspci
 from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
+from gpuctl.parsers.nccl_log import NcclLogResult, find_ib_completions, parse_nccl_log
 from gpuctl.parsers.nvidia_smi import (
     NvidiaSmiFailure,
     NvidiaSmiResult,
@@ -33,6 +37,7 @@ from gpuctl.parsers.nvidia_smi import (
     parse_query_gpu_csv,
 )
 from gpuctl.parsers.nvlink import NvlinkResult, parse_nvlink_status
+from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult, parse_nvlink_errors
 from gpuctl.parsers.perftest import BwResult, LatResult, parse_ib_write_bw, parse_ib_write_lat
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.training import TrainingResult, parse_training_log
@@ -96,6 +101,24 @@ def _nccl_figures(r: NcclResult) -> list[Figure]:
     ]
 
 
+def _nccl_log_figures(r: NcclLogResult) -> list[Figure]:
+    return [Figure("nccl_lines", r.nccl_lines), Figure("hosts", list(r.hosts)),
+            Figure("ib_completion_errors", len(r.completions)),
+            Figure("ib_completions", [f"line {c.line}: {c.host or '?'} <- {c.peer or '?'} status {c.status} "
+                                      f"{c.status_name} vendor err {c.vendor_err}" for c in r.completions])]
+
+
+def _lspci_figures(r: LspciResult) -> list[Figure]:
+    return [Figure("devices", len(r.devices)),
+            Figure("acs_devices", sum(d.acs_ctl is not None for d in r.devices)),
+            Figure("acs_redirect", [f"{d.label}: {' '.join(f + '+' for f in d.acs_redirect)}"
+                                    for d in r.devices if d.acs_redirect]),
+            Figure("aer_set", [f"{d.label}: " + " ".join(k + "+" for k, on in {**(d.ue_status or {}),
+                                                                               **(d.ce_status or {})}.items() if on)
+                               for d in r.devices if any((d.ue_status or {}).values())
+                               or any((d.ce_status or {}).values())])]
+
+
 def _topo_figures(r: TopoResult) -> list[Figure]:
     nearest = {g: r.nearest_nic(g) for g in r.gpus}
     return [
@@ -124,6 +147,12 @@ def _smi_figures(r: NvidiaSmiResult) -> list[Figure]:
             Figure(p + "remapped_rows_pending", g.remap_pending),
             Figure(p + "remapped_rows_failure", g.remap_failure),
         ]
+        if g.clock_events is not None:
+            out.append(Figure(p + "clock_events_active", [n for n, on in g.clock_events if on]))
+        if g.fabric_state or g.fabric_status or g.fabric_clique_id or g.fabric_cluster_uuid:
+            out += [Figure(p + "fabric_state", g.fabric_state), Figure(p + "fabric_status", g.fabric_status),
+                    Figure(p + "fabric_clique_id", g.fabric_clique_id),
+                    Figure(p + "fabric_cluster_uuid", g.fabric_cluster_uuid)]
     return out
 
 
@@ -135,11 +164,39 @@ def _nvlink_figures(r: NvlinkResult) -> list[Figure]:
     return out
 
 
+def _nvlink_errors_figures(r: NvlinkErrorsResult) -> list[Figure]:
+    last = r.samples[-1]
+    out = [Figure("samples", len(r.samples)), Figure("gpus", len(r.gpus)),
+           Figure("links", len({(g, link) for g, link, _ in last})),
+           Figure("nonzero", [f"GPU {g} link {link} {name} = {v}" for (g, link, name), v in last.items() if v])]
+    if r.partial:
+        out.append(Figure("partial", r.partial))
+    return out
+
+
+def _ib_counters_figures(r: IbCountersResult) -> list[Figure]:
+    last = r.samples[-1]
+    errors = {"SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter", "PortRcvErrors",
+              "PortRcvRemotePhysicalErrors", "LocalLinkIntegrityErrors", "ExcessiveBufferOverrunErrors",
+              "PortXmitDiscards", "VL15Dropped", "PortRcvSwitchRelayErrors"}
+    return [Figure("samples", len(r.samples)), Figure("ports", list(r.ports)),
+            *[Figure(f"{port}.{name}", v) for (port, name), v in last.items() if name in errors]]
+
+
 def _ibstat_figures(r: IbstatResult) -> list[Figure]:
     out: list[Figure] = [Figure("cas", len(r.cas))]
     for ca in r.cas:
         for p in ca.ports:
-            out.append(Figure(f"{p.name}", f"{p.state}/{p.physical_state} {p.rate_gbps:g} Gb/s {p.link_layer}"))
+            rate = "rate not printed" if p.rate_gbps is None else f"{p.rate_gbps:g} Gb/s"
+            out.append(Figure(f"{p.name}", f"{p.state}/{p.physical_state} {rate} {p.link_layer}"))
+    return out
+
+
+def _ibv_devinfo_figures(r: IbstatResult) -> list[Figure]:
+    out = _ibstat_figures(r)
+    for ca in r.cas:
+        out += [Figure(f"{ca.name}.fw_ver", ca.firmware), Figure(f"{ca.name}.board_id", ca.board_id),
+                Figure(f"{ca.name}.ca_type", ca.ca_type)]
     return out
 
 
@@ -221,17 +278,29 @@ class Kind:
     judge: Callable[..., list[v.Verdict]]
     figures: Callable[[Any], list[Figure]]
     help: str
+    counters: bool = False  # judged as the change between samples: a --baseline output may precede it
 
 
 KINDS: dict[str, Kind] = {
     "nccl": Kind(parse_nccl_tests, v.judge_nccl, _nccl_figures, "nccl-tests output (all_reduce_perf, ...)"),
+    "nccl-log": Kind(parse_nccl_log, v.judge_nccl_log, _nccl_log_figures,
+                     "NCCL debug log (NCCL_DEBUG=INFO/WARN of any program): NET/IB completion errors"),
+    "lspci": Kind(parse_lspci, v.judge_lspci, _lspci_figures, "lspci -vvv (ACS redirect, AER status)"),
     "topo": Kind(parse_topo_matrix, v.judge_topo, _topo_figures, "nvidia-smi topo -m"),
     "nvidia-smi-q": Kind(parse_nvidia_smi_q, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q"),
     "nvidia-smi-xml": Kind(parse_nvidia_smi_xml, v.judge_nvidia_smi, _smi_figures, "nvidia-smi -q -x"),
     "nvidia-smi-csv": Kind(parse_query_gpu_csv, v.judge_nvidia_smi, _smi_figures,
                            "nvidia-smi --query-gpu=<QUERY_GPU_FIELDS> --format=csv,noheader,nounits"),
+    "nvlink-errors": Kind(parse_nvlink_errors, v.judge_nvlink_errors, _nvlink_errors_figures,
+                          "nvidia-smi nvlink -e (error counters; two outputs concatenated or --baseline: the change)",
+                          counters=True),
     "nvlink": Kind(parse_nvlink_status, v.judge_nvlink, _nvlink_figures, "nvidia-smi nvlink --status"),
     "ibstat": Kind(parse_ibstat, v.judge_ibstat, _ibstat_figures, "ibstat"),
+    "ibv_devinfo": Kind(parse_ibv_devinfo, v.judge_ibstat, _ibv_devinfo_figures,
+                        "ibv_devinfo [-v] (port state, width x speed, link layer, firmware; judged as ibstat)"),
+    "ib-counters": Kind(parse_ib_counters, v.judge_ib_counters, _ib_counters_figures,
+                        "perfquery [-x] or grep . /sys/class/infiniband/*/ports/*/counters/* (error counters; two "
+                        "outputs concatenated or --baseline: the change)", counters=True),
     "ib_write_bw": Kind(parse_ib_write_bw, v.judge_ib_write_bw, _bw_figures, "perftest ib_write_bw"),
     "ib_write_lat": Kind(parse_ib_write_lat, v.judge_ib_write_lat, _lat_figures, "perftest ib_write_lat"),
     "fio": Kind(parse_fio, v.judge_fio, _fio_figures, "fio (JSON or text)"),
@@ -251,22 +320,41 @@ _SIGNS: dict[str, tuple[re.Pattern[str], ...]] = {
     "nccl": (re.compile(r"#\s+size\s+count\s+type\b"),
              re.compile(r"#\s*(?:nccl-tests version|Collective test starting:|Out of bounds values"
                         r"|nThread \d+ nGpus)")),
+    # "NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, ..." (any NCCL log)
+    "nccl-log": (re.compile(r"NET/IB\w*(?:/GIN)?\s*:\s*Got completion\b"),),
+    # "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ ..." / "\t\tCESta:\tRxErr- BadTLP+ ..." /
+    # "0000:02:08.0 PCI bridge: PLX ..." + "\tControl: I/O- Mem- BusMaster+ ..."
+    "lspci": (re.compile(r"^\s+(?:ACSCtl|UESta|CESta):\s*\w+[+-]", re.M),
+              re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] .+\n\s+(?:Subsystem|Control):",
+                         re.M)),
     # "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity" / "GPU0\t X \tNV18"
     "topo": (re.compile(r"^GPU0\s+X\s", re.M),),
     # "==============NVSMI LOG==============" / "Attached GPUs : 8" + "GPU 00000000:18:00.0"
     "nvidia-smi-q": (re.compile(r"NVSMI LOG"),
-                     re.compile(r"^Attached GPUs\s*:.*\n(?:.*\n)*?GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M)),
+                     re.compile(r"^Attached GPUs\s*:.*\n(?:.*\n)*?GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M),
+                     # a grepped section: "    Fabric" + "        State  : Completed",
+                     # "    Clocks Throttle Reasons" + "        Idle  : Active"
+                     re.compile(r"^[ \t]*(?:Fabric|Clocks (?:Event|Throttle) Reasons)[ \t]*\n[ \t]+(?:State|Idle)\s+:",
+                                re.M)),
     # "<nvidia_smi_log>"
     "nvidia-smi-xml": (re.compile(r"<nvidia_smi_log>"),),
     # "index, name, pci.bus_id, memory.total [MiB]" / "0, NVIDIA H200, 00000000:00:06.0, 580.159.04, ..."
     "nvidia-smi-csv": (re.compile(r"^(?:index|name|pci\.bus_id|uuid|driver_version|memory\.total)"
                                   r"(?:\s*\[[^\]]*\])?(?:\s*,\s*[a-z_.]+(?:\s*\[[^\]]*\])?)+\s*$", re.M),
                        re.compile(r"^\d+,\s*[^,\n]+,\s*[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*,", re.M)),
+    # "\t Link 0: Replay Errors: 0" / "   Link 1: Replay Errors: 142, Recovery Errors: 3, CRC Errors: 891"
+    "nvlink-errors": (re.compile(r"^\s+Link \d+: (?:[A-Za-z][A-Za-z ]*?Errors|Link recovery \w+ events): \d+", re.M),),
     # "\t Link 0: 25 GB/s" / "NVML: Unable to retrieve NVLink information as all links are inActive"
     "nvlink": (re.compile(r"^\s+Link \d+: (?:[\d.]+ GB/s|<inactive>)\s*$", re.M),
                re.compile(r"all links are inactive", re.I)),
     # "CA 'mlx5_0'" then "\tCA type: MT4129"
     "ibstat": (re.compile(r"^CA '[^']+'\s*\n\s+CA type:", re.M),),
+    # "hca_id:\tmlx5_0" + "\ttransport:\t\t\tInfiniBand (0)" / "\t\t\tstate:\t\t\tPORT_ACTIVE (4)"
+    "ibv_devinfo": (re.compile(r"^hca_id:\s*\S+\s*$", re.M), re.compile(r"^\s+state:\s+PORT_[A-Z_]+ \(\d\)", re.M)),
+    # "# Port counters: Lid 10 port 1 (CapMask: 0x5300)" /
+    # "/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error:0"
+    "ib-counters": (re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid \d+", re.M | re.I),
+                    re.compile(r"^/sys/class/infiniband/[^/\s]+/ports/\d+/(?:hw_)?counters/\w+:\s*\d+", re.M)),
     # " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
     # "                    RDMA_Write BW Test" (the banner, printed before a connection fails too)
     "ib_write_bw": (re.compile(r"#bytes\s+#iterations\s+BW peak"), re.compile(r"^\s*\S+(?: \S+)* BW Test\s*$", re.M)),
@@ -308,6 +396,9 @@ def detect_kind(text: str) -> tuple[str, str]:
     if not found:
         raise ParseError("cannot tell which tool printed this: none of the kinds' marks is in it; give the kind: "
                          f"gpuctl analyze KIND FILE (KIND: {', '.join(KINDS)})")
+    if "nccl" in found and "nccl-log" in found:
+        # an nccl-tests run with NET/IB errors in its log: the nccl kind judges both
+        del found["nccl-log"]
     if len(found) > 1:
         listed = "; ".join(f"{k} ({e!r})" for k, e in found.items())
         raise ParseError(f"ambiguous: marks of {len(found)} kinds in it: {listed}; give the kind: "
@@ -317,27 +408,41 @@ def detect_kind(text: str) -> tuple[str, str]:
 
 
 def analyze_text(kind: str, text: str, sku: Sku | None = None, *, source: str = "<input>",
-                 subject: v.Subject = v.NODE) -> Analysis:
-    """Parse `text` as `kind` and judge it (against `sku` when given).
+                 subject: v.Subject = v.NODE, baseline: str | None = None) -> Analysis:
+    """Parse `text` as `kind` and judge it (against `sku` when given). `baseline`: an earlier
+    output of a counter kind (`Kind.counters`), the first sample the change is judged from.
 
     A ParseError is re-raised naming `source`; nvidia-smi's driver failures keep their
     type (`DriverLibraryMismatch`, ...) so callers can still tell them apart."""
     if kind not in KINDS:
         raise ParseError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
     k = KINDS[kind]
+    if baseline is not None:
+        if not k.counters:
+            counter_kinds = ", ".join(n for n, x in KINDS.items() if x.counters)
+            raise ParseError(f"--baseline is for the counter kinds ({counter_kinds}), not {kind}")
+        text = baseline.rstrip("\n") + "\n" + text
     if len(text) > MAX_INPUT_BYTES:
         raise ParseError(f"{source}: input too large ({len(text)} characters, the bound is "
                          f"{MAX_INPUT_BYTES // (1024 * 1024)} MiB)")
+    extra: list[v.Verdict] = []
     try:
         result = k.parse(text)
     except NvidiaSmiFailure as exc:
         raise type(exc)(f"{source}: {exc}") from None
     except ParseError as exc:
+        if kind == "nccl" and find_ib_completions(strip_ansi(text)):
+            # a run that died on a network fault: its NET/IB errors are the finding
+            a = analyze_text("nccl-log", text, sku, source=source, subject=subject)
+            note = Figure("nccl_tests_not_read", f"{exc}; judged as nccl-log")
+            return Analysis(kind, (note, *a.figures), a.verdicts, a.emulated, a.detected)
         raise ParseError(f"{source}: {exc}") from None
+    if kind == "nccl":
+        extra = v.judge_ib_completions(find_ib_completions(strip_ansi(text)), subject)
     figures = k.figures(result)
     if skipped := noise_lines(text):
         # what was skipped as paste noise, so a reader can check nothing of the output was
         figures.append(Figure("paste_noise_skipped",
                               [f"line {n}: {what} {line[:60]!r}" for n, what, line in skipped]))
-    return Analysis(kind, tuple(figures), tuple(k.judge(result, sku, subject)),
+    return Analysis(kind, tuple(figures), (*k.judge(result, sku, subject), *extra),
                     emulated_source(kind, text))

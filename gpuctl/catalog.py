@@ -32,6 +32,7 @@ THRESHOLD_NAMES: tuple[str, ...] = (
     "fio_randread_iops",
     "fio_seqwrite_gb_s",
     "train_mfu_fraction",
+    "train_scaling_efficiency",
 )
 
 
@@ -295,6 +296,13 @@ class FabricReady(_Frozen):
     source: str = Field(min_length=3)
 
 
+class CounterRises(_Frozen):
+    """Error counters judged by their rise between two samples: counter name → status."""
+
+    counters: dict[str, Literal["warn", "fail"]]
+    source: str = Field(min_length=3)
+
+
 class Health(_Frozen):
     xid_fatal: XidList
     ecc: EccLimits
@@ -304,6 +312,7 @@ class Health(_Frozen):
     hca_max_rate_gbps: AdapterRates | None = None
     training: TrainingLimits | None = None
     passive: PassiveLimits | None = None
+    counter_rises: dict[Literal["nvlink", "infiniband"], CounterRises] | None = None
 
 
 def _skus_dir() -> Path:
@@ -316,7 +325,13 @@ def sku_names() -> list[str]:
 
 @cache
 def load_sku(name: str) -> Sku:
-    """The SKU named `name`; InputError naming the known SKUs if there is none."""
+    """The SKU named `name`; InputError naming the known SKUs if there is none. Only a plain
+    catalog name is looked up (never a path: `../../x` would load any YAML file as a SKU)."""
+    from gpuctl.boundary import catalog_name_problem
+
+    problem = catalog_name_problem(name, "SKU")
+    if problem:
+        raise InputError(problem)
     path = _skus_dir() / f"{name}.yaml"
     if not path.is_file():
         raise InputError(f"unknown SKU '{name}'; known: {', '.join(sku_names())}")

@@ -31,11 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.inventory import Account, LoadedInventory
-from gpuctl.paths import templates_dir
 from gpuctl.runrecord import RunRecord
 
 log = logging.getLogger(__name__)
@@ -53,10 +50,9 @@ LoginCheck = Callable[[str, int, str], tuple[bool, str]]
 
 def render(template: str, **values: Any) -> str:
     """templates/handover/<template> with StrictUndefined."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "handover")),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    return env.get_template(template).render(**values)
+    from gpuctl.operations import render as render_template
+
+    return render_template("handover", template, **values)
 
 
 def parse_public_key(text: str, where: str = "key") -> str:

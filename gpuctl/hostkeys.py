@@ -38,6 +38,8 @@ from pathlib import Path
 import paramiko
 from paramiko.hostkeys import HostKeys
 
+from gpuctl.fileio import read_bytes
+
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 
@@ -177,11 +179,12 @@ def _parse_key(keytype: str, data: str) -> paramiko.PKey | None:
 def read_known_hosts(path: str) -> list[KnownLine]:
     """Every key line of `path` (none when it does not exist). Comments, blank lines and
     lines too short to hold a key are skipped, as OpenSSH does; a line with an unknown
-    `@marker` is skipped with a warning (OpenSSH ignores it too)."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8", errors="replace")
-    except OSError:
+    `@marker` is skipped with a warning (OpenSSH ignores it too). Read through the bounded
+    reader: a FIFO, device or oversized file is an InputError (it never hangs, and a file
+    that cannot be read is never taken for an empty one, which would trust any key)."""
+    if not os.path.lexists(path):
         return []
+    text = read_bytes(path, what="known_hosts file").decode("utf-8", errors="replace")
     out: list[KnownLine] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         fields = raw.split()

@@ -22,8 +22,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gpuctl.boundary import catalog_name_problem, length_problem, mount_problem, mounts_overlap
 from gpuctl.catalog import THRESHOLD_NAMES, Figure, Sku, Threshold, load_health, load_sku
 from gpuctl.errors import InputError
+from gpuctl.knobs import FLAG_KNOBS, knob_problems
 from gpuctl.matrix import LoadedMatrix, load_matrix
 from gpuctl.validation import Problem, validate_collecting
 from gpuctl.yamlsrc import FieldPath, SourceMap, load_yaml_text, parse_yaml
@@ -36,37 +38,38 @@ OS_NAMES: dict[str, str] = {
     "rhel-9": "rhel9",
 }
 
+# Every pattern here is used with fullmatch (re.fullmatch / pydantic's anchored patterns):
+# `re.match(...$)` also matched before a final newline (issue 17). No control character
+# reaches these checks at all: gpuctl.boundary refuses them in every string first.
 _NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 _IFNAME = r"^[A-Za-z0-9_.:-]{1,15}$"
 # shell safety (issue 12): values that reach commands on the nodes
-_IFNAME_RE = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.:-]{1,15}$")  # Linux IFNAMSIZ 16 incl. NUL; no / or space
-_HCA_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")  # mlx5_0, rxe0, irdma1
-_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9_.+@=/-]*$")
-_SAFE_KEY_PATH_RE = re.compile(r"^~?[A-Za-z0-9_.+@=/-]+$")
-_MOUNT_OPTS_RE = re.compile(r"^[A-Za-z0-9_.=+-]+(,[A-Za-z0-9_.=+-]+)*$")
-_POSIX_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_IFNAME_RE = re.compile(r"(?!\.{1,2}\Z)[A-Za-z0-9_.:-]{1,15}")  # Linux IFNAMSIZ 16 incl. NUL; no / or space
+_HCA_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")  # mlx5_0, rxe0, irdma1
+_SAFE_PATH_RE = re.compile(r"/[A-Za-z0-9_.+@=/-]*")
+_SAFE_KEY_PATH_RE = re.compile(r"~?[A-Za-z0-9_.+@=/-]+")
+_POSIX_USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _KnobValue = str | int | float | bool | list[str]  # a role_vars value, or an entry of a map knob
-_SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:=+@%/~-]*$")
 
 
 def _check(regex: re.Pattern[str], what: str, v: str | None) -> str | None:
     if v is not None and (".." in v.split("/") if what.endswith("path") else False):
         raise ValueError(f"must be a {what} without '..'")
-    if v is not None and not regex.match(v):
+    if v is not None and not regex.fullmatch(v):
         raise ValueError(f"{v!r} is not a safe {what} (shell metacharacters, spaces or quotes are refused)")
     return v
 # Lustre NID: "10.0.0.5@o2ib", "10.0.0.5@tcp1", "192.168.1.2@o2ib0"
-_NID = re.compile(r"^(?P<addr>[0-9.]+)@(?P<net>(tcp|o2ib|kfi|gni)\d*)$")
+_NID = re.compile(r"(?P<addr>[0-9.]+)@(?P<net>(tcp|o2ib|kfi|gni)\d*)")
 #: apt-cacher-ng 3.7.4 (Debian 12), the cluster package cache, stores its upstream proxy's port
 #: signed 16-bit: `Proxy: http://h:42655` reads back as `http://h:-2288…` (`acngtool cfgdump`)
 #: and every cache miss fails with "503 Connection refused" (found in the lab, 2026-12-02).
 ACNG_MAX_PROXY_PORT = 32767
 # LNet networks: "o2ib0(ib0)", "tcp0(eth0),o2ib1(ib1)"
-_LNET = re.compile(r"^(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\)(,(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\))*$")
+_LNET = re.compile(r"(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\)(,(tcp|o2ib)\d*\([A-Za-z0-9_.-]+\))*")
 
 
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
 
 
 def is_host(value: str) -> bool:
@@ -75,7 +78,7 @@ def is_host(value: str) -> bool:
         ipaddress.ip_address(value)
         return True
     except ValueError:
-        return bool(_HOSTNAME.match(value))
+        return bool(_HOSTNAME.fullmatch(value))
 
 
 class _Strict(BaseModel):
@@ -87,6 +90,14 @@ class Cluster(_Strict):
     sku: str
     matrix: str
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12", "rocky-9", "rhel-9"]
+
+    @field_validator("sku", "matrix")
+    @classmethod
+    def _catalog_name(cls, v: str, info: Any) -> str:
+        problem = catalog_name_problem(v, "SKU" if info.field_name == "sku" else "matrix")
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @property
     def os_family(self) -> str:
@@ -109,6 +120,9 @@ class Ssh(_Strict):
     @field_validator("key", "known_hosts")
     @classmethod
     def _keypath(cls, v: str | None) -> str | None:
+        too_long = v and length_problem(v, "key path")
+        if too_long:
+            raise ValueError(too_long)
         return _check(_SAFE_KEY_PATH_RE, "key path", v)
 
 
@@ -126,7 +140,7 @@ class Repos(_Strict):
     @field_validator("mirror", "apt_proxy")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^(https?|file)://\S+$", v):
+        if v is not None and not re.fullmatch(r"(https?|file)://\S+", v):
             raise ValueError("must be an http(s):// or file:// URL")
         # URL characters only, none a shell gives meaning to ($ ` ' " ; & | < > \ ( ) space)
         if v is not None and not re.fullmatch(r"[A-Za-z0-9._~:/?#\[\]@!%+,=*-]+", v):
@@ -217,9 +231,10 @@ class Raid(_Strict):
     @field_validator("mount")
     @classmethod
     def _abs(cls, v: str) -> str:
-        if not v.startswith("/") or v in ("/", "/boot", "/usr", "/etc", "/var"):
-            raise ValueError("must be an absolute path that is not a system directory")
-        return _check(_SAFE_PATH_RE, "absolute path", v) or v
+        problem = mount_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("devices", "wipe")
     @classmethod
@@ -239,12 +254,20 @@ class Lustre(_Strict):
     @field_validator("mount")
     @classmethod
     def _mount(cls, v: str) -> str:
-        return _check(_SAFE_PATH_RE, "absolute path", v) or v
+        problem = mount_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("mount_options")
     @classmethod
     def _opts(cls, v: str) -> str:
-        return _check(_MOUNT_OPTS_RE, "mount option list (comma-separated)", v) or v
+        from gpuctl.knobs import MountOptions
+
+        problem = MountOptions().problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
 
 class Storage(_Strict):
@@ -386,7 +409,7 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
         if n.address == "@local":
             if sum(1 for m in inv.nodes if m.address == "@local") > 1:
                 err(("nodes", i, "address"), "only one node can be @local (this machine)")
-        elif not re.match(r"^[A-Za-z0-9.:-]+$", n.address):
+        elif not is_host(n.address):
             err(("nodes", i, "address"), f"'{n.address}' is not a host name or IP address")
         elif inv.management.cidr is not None:
             try:
@@ -500,7 +523,7 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
         if isinstance(raid.devices, list):
             counts = Counter(raid.devices)
             for k, d in enumerate(raid.devices):
-                if not re.match(r"^/dev/(nvme\d+n\d+|disk/by-[a-z-]+/\S+)$", d):
+                if not re.fullmatch(r"/dev/(nvme\d+n\d+|disk/by-[a-z-]+/[A-Za-z0-9_.:+@=-]+)", d):
                     err(("storage", "raid", "devices", k),
                         f"'{d}' is not an NVMe namespace path (/dev/nvmeXnY or /dev/disk/by-id/…)")
                 if counts[d] > 1:
@@ -521,7 +544,7 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
     lustre = inv.storage.lustre
     if lustre is not None:
         for k, nid in enumerate(lustre.mgs_nids):
-            m = _NID.match(nid)
+            m = _NID.fullmatch(nid)
             if not m:
                 err(("storage", "lustre", "mgs_nids", k), f"'{nid}' is not a Lustre NID like 10.0.0.5@o2ib")
                 continue
@@ -529,10 +552,11 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
                 ipaddress.IPv4Address(m.group("addr"))
             except ValueError:
                 err(("storage", "lustre", "mgs_nids", k), f"'{m.group('addr')}' in '{nid}' is not an IPv4 address")
-        if not _LNET.match(lustre.lnet):
+        if not _LNET.fullmatch(lustre.lnet):
             err(("storage", "lustre", "lnet"), f"'{lustre.lnet}' is not an LNet networks string like o2ib0(ib0)")
-        if raid is not None and lustre.mount == raid.mount:
-            err(("storage", "lustre", "mount"), f"same mount point as the RAID ({raid.mount})")
+        if raid is not None and mounts_overlap(lustre.mount, raid.mount):
+            err(("storage", "lustre", "mount"), f"{lustre.mount} and the RAID's mount point {raid.mount} are the "
+                "same folder or one lies inside the other; give each its own folder")
 
     # package cache host
     repos = inv.repos
@@ -578,16 +602,12 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
                 hint = f"; did you mean '{near[0]}'?" if near else " (see roles/<role>/defaults.yaml)"
                 err(("role_vars", key), f"unknown role setting '{key}'{hint}")
             else:
-                problem = knob_value_problem(defaults[key], value)
+                problem = knob_value_problem(defaults[key], value, flags=key in FLAG_KNOBS)
                 if problem:
                     err(("role_vars", key), problem)
-            for x in _leaf_values(value):
-                if isinstance(x, str) and not _SAFE_VALUE_RE.match(x):
-                    err(("role_vars", key), f"{x!r} is not a safe value (shell metacharacters, spaces or "
-                        "quotes are refused)")
-                elif isinstance(x, str) and key in _NO_FORCE_KNOBS and x in _FORCE_FLAGS:
-                    err(("role_vars", key), f"{x!r} would let mkfs overwrite an existing filesystem; "
-                        "the role never does (a wipe is an explicit --allow-wipe with storage.raid.wipe)")
+                    continue
+                for sub, message in knob_problems(key, value):
+                    err(("role_vars", key, *sub), message)
 
     # handover: the customer's accounts and keys are checked now, not at the end of a
     # turnkey run hours later
@@ -646,23 +666,6 @@ def known_role_vars() -> list[str]:
     return list(role_defaults())
 
 
-# mkfs options a role_vars override may never carry (the role never overwrites a filesystem).
-_NO_FORCE_KNOBS = frozenset({"nvme_raid_mkfs_options"})
-_FORCE_FLAGS = frozenset({"-f", "-F", "--force"})
-
-
-def _leaf_values(value: Any) -> list[Any]:
-    """The scalars of a role_vars value: itself, a list's items, a map's values (and their items).
-    Strings are split into words, so a forbidden flag among other options is seen."""
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _leaf_values(v)]
-    if isinstance(value, list):
-        return [x for v in value for x in _leaf_values(v)]
-    if isinstance(value, str) and value.strip():
-        return value.split()
-    return [value]
-
-
 def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "true/false"
@@ -679,13 +682,15 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def knob_value_problem(default: Any, value: Any) -> str | None:
+def knob_value_problem(default: Any, value: Any, flags: bool = False) -> str | None:
     """Why `value` cannot stand in for a role knob whose default is `default`; None when it can.
 
     The override must have the default's shape: true/false for a flag, a whole number for a
     count, a string for a string (a YAML number there is refused: `1.10` would reach the host
     as `1.1`), a list for a list, and for a per-OS / per-filesystem map a map of some of its
-    keys (each value judged the same way; the rest keep their defaults).
+    keys (each value judged the same way; the rest keep their defaults). A flags knob
+    (`flags`, gpuctl.knobs.FLAG_KNOBS) also takes a list of options where its default is a
+    string. What the strings may hold is judged by `gpuctl.knobs.knob_problems`.
     """
     if default is None:
         return None
@@ -698,9 +703,7 @@ def knob_value_problem(default: Any, value: Any) -> str | None:
     elif isinstance(default, str):
         if isinstance(value, int | float) and not isinstance(value, bool):
             return f"{value!r} is a number; this setting is a string: quote it ('{value}')"
-        ok = isinstance(value, str)
-        if ok and default.startswith("/"):
-            return _path_knob_problem(value)
+        ok = isinstance(value, str) or (flags and isinstance(value, list))
     elif isinstance(default, list):
         ok = isinstance(value, list)
     elif isinstance(default, dict):
@@ -710,7 +713,7 @@ def knob_value_problem(default: Any, value: Any) -> str | None:
         for k, v in value.items():
             if k not in default:
                 return f"unknown entry '{k}'; the map has {', '.join(map(str, default))}"
-            inner = knob_value_problem(default[k], v)
+            inner = knob_value_problem(default[k], v, flags)
             if inner:
                 return f"{k}: {inner}"
         return None
@@ -719,19 +722,12 @@ def knob_value_problem(default: Any, value: Any) -> str | None:
     return None if ok else f"{value!r} is {_kind(value)}; this setting takes {_kind(default)} (default {default!r})"
 
 
-def _path_knob_problem(value: str) -> str | None:
-    """A knob whose default is an absolute path takes an absolute, normalised path: a relative
-    one would land wherever the SSH session starts (root's home) and `..` escapes the folder
-    the operator reads in the value."""
-    if not value.startswith("/"):
-        return f"{value!r} is not an absolute path; this setting is a path on the node (e.g. /etc/...)"
-    if any(part in (".", "..") for part in value.split("/")) or "//" in value or value == "/":
-        return f"{value!r} is not a plain absolute path (no '.', '..', '//' and not '/' itself)"
-    return None
-
-
 def validate_inventory_data(data: Any, smap: SourceMap, base_dir: Path) -> LoadedInventory:
-    """Schema + semantic validation of already-parsed data (used by tests and lab)."""
+    """Schema + semantic validation of already-parsed data (used by tests and lab).
+
+    First the typed boundary (in validate_collecting): a control character in any string of
+    the document (any field, any knob, at any depth, keys included) refuses the file before
+    any value is interpreted."""
     model, problems = validate_collecting(Inventory, data, smap, "inventory")
     if model is None:
         raise InputError(f"{smap.file}: {len(problems)} problem(s) in this inventory", [str(p) for p in problems])

@@ -226,7 +226,7 @@ def read_script(spec: NodeSpec) -> str:
     quoted = " ".join(shlex.quote(n) for n in names)
     patterns = managed_files(spec)
     for p in patterns:
-        if not _SAFE_PATTERN.match(p):
+        if not _SAFE_PATTERN.fullmatch(p):
             raise InputError(f"managed file pattern {p!r} has characters gpuctl does not put in a shell")
     if spec.package_manager == "dnf":
         pkgs = (f"rpm -q --qf '%{{NAME}}\\t%|EPOCH?{{%{{EPOCH}}:}}:{{}}|%{{VERSION}}-%{{RELEASE}}\\n' {quoted}"

@@ -44,7 +44,7 @@ class Package(_Strict):
     @field_validator("version")
     @classmethod
     def _exact(cls, v: str) -> str:
-        if not _EXACT_VERSION.match(v) or any(c in v for c in "*?[]<>=, "):
+        if not _EXACT_VERSION.fullmatch(v) or any(c in v for c in "*?[]<>=, "):
             raise ValueError(f"'{v}' is not an exact version (no wildcards, ranges or spaces)")
         return v
 

@@ -5,7 +5,10 @@ Every operation here takes the fact snapshot its role read once at the top of th
 (`gpuctl.facts.*`) instead of reading facts itself, so a role's no-op run costs one
 command per fact, not one per package or file. Each yields only the missing commands and
 calls `host.noop(...)` with the reason when there is nothing to do, so a converged host
-gets no commands. Arguments that reach a shell are quoted with `shlex.quote`.
+gets no commands. A command is built from an argv list and joined in one place, `sh()`
+(`shlex.join`); file contents come from templates rendered by `template_env()`, whose
+every interpolated value is refused if it holds a control character (a value can never
+add a line to a file), and go to the host with file operations, never through a shell.
 
 Why not `apt.packages`: it compares ``name=version`` against dpkg's version string and
 reads its own fact per call; here the comparison is the same exact string (epoch
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
+from gpuctl.boundary import control_character
 from gpuctl.facts.packages import PackageSnapshot, normalize_evr
 from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
 from gpuctl.matrix import Package
@@ -42,18 +47,73 @@ APT_INSTALL = (
 DNF_INSTALL = "dnf install -y --disableplugin=versionlock"
 
 
+# ------------------------------------------------------------------ commands
+
+def sh(*argv: object) -> str:
+    """The one place a command line is made from an argv: every word quoted (`shlex.join`).
+    Compose pipelines from its results with literal `&&`, `||`, `;` and redirections."""
+    return shlex.join(str(a) for a in argv)
+
+
+def fstab_fields(*fields: object) -> str:
+    """One /etc/fstab line from its fields; ValueError when a field is empty or holds a blank
+    or control character (it would shift the fields or add a line)."""
+    out = [str(f) for f in fields]
+    for f in out:
+        if not f or any(c.isspace() for c in f) or control_character(f):
+            raise ValueError(f"refusing the fstab field {f!r}: empty, or holds a blank or control character")
+    return " ".join(out)
+
+
 # ------------------------------------------------------------------ templates
+
+class UnsafeValue(ValueError):
+    """A value holding a control character met a template: it would add a line to the file."""
+
+
+def one_line_value(value: object) -> object:
+    """A Jinja `finalize`: every interpolated string must hold no control character."""
+    if isinstance(value, str):
+        bad = control_character(value)
+        if bad:
+            raise UnsafeValue(f"refusing to write {value!r} into a file: it holds the control character {bad}")
+    return value
+
+
+def template_env(folder: str, *, trim: bool = True) -> jinja2.Environment:
+    """The Jinja environment every node file is rendered with: templates/<folder>/,
+    StrictUndefined, no autoescape (these are config files, not HTML) and a finalize that
+    refuses any interpolated string holding a control character."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir() / folder)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=trim,
+        lstrip_blocks=trim,
+        autoescape=False,
+        finalize=one_line_value,
+    )
+    env.filters["q"] = lambda v: shlex.quote(str(v))  # a word of a shell script template
+    env.filters["word"] = shell_word  # a value a shell or systemd line takes as it is, or a refusal
+    return env
+
+
+_SHELL_WORD = re.compile(r"[A-Za-z0-9_.,:+@=/-]+")
+
+
+def shell_word(value: object) -> str:
+    """`value` when it is one word no shell or systemd line reads specially (letters, digits,
+    `_ . , : + @ = / -`); UnsafeValue otherwise. For templates whose layout cannot take a
+    quoted word (inside double quotes, a unit's ExecStart)."""
+    text = str(value)
+    if not _SHELL_WORD.fullmatch(text):
+        raise UnsafeValue(f"refusing to write {text!r} into a script or unit: not a plain word")
+    return text
+
 
 def render(role: str, template: str, **values: object) -> str:
     """Render templates/<role>/<template> with StrictUndefined (a missing value is an error)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir() / role)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env.get_template(template).render(**values)
+    return template_env(role).get_template(template).render(**values)
 
 
 def read_template_file(role: str, name: str) -> str:
@@ -170,15 +230,14 @@ def hold_packages(packages: Sequence[Package], snapshot: PackageSnapshot):
             return
         stale = sorted({p.name for p in todo} & snapshot.locked_names())
         if stale:
-            yield "dnf versionlock delete " + " ".join(shlex.quote(n) for n in stale)
-        yield "dnf versionlock add " + " ".join(
-            shlex.quote(f"{p.name}-{normalize_evr(p.version)}") for p in todo)
+            yield sh("dnf", "versionlock", "delete", *stale)
+        yield sh("dnf", "versionlock", "add", *(f"{p.name}-{normalize_evr(p.version)}" for p in todo))
         return
     todo = [p for p in pkgs if not snapshot.held(p.name, p.version)]
     if not todo:
         host.noop("already held: " + ", ".join(p.name for p in pkgs))
         return
-    yield "apt-mark hold " + " ".join(shlex.quote(p.name) for p in todo)
+    yield sh("apt-mark", "hold", *(p.name for p in todo))
 
 
 @operation(is_idempotent=False)
@@ -199,8 +258,8 @@ def dnf_module_enable(module: str, stream: str, enabled_streams: dict[str, str])
         host.noop(f"dnf module {module}:{stream} already enabled")
         return
     if module in enabled_streams:
-        yield f"dnf -y module reset {shlex.quote(module)}"
-    yield f"dnf -y module enable {shlex.quote(f'{module}:{stream}')}"
+        yield sh("dnf", "-y", "module", "reset", module)
+    yield sh("dnf", "-y", "module", "enable", f"{module}:{stream}")
 
 
 # ------------------------------------------------------------------ files
@@ -221,21 +280,21 @@ def write_file(path: str, content: str | None, states: dict[str, FileState], mod
     cur = states.get(path)
     if content is None:
         if cur is not None and cur.exists:
-            yield f"rm -f {shlex.quote(path)}"
+            yield sh("rm", "-f", path)
         else:
             host.noop(f"{path} already absent")
         return
     want = sha256_text(content)
     if cur is not None and cur.sha256 == want:
         if cur.mode != mode:
-            yield f"chmod {mode} {shlex.quote(path)}"
+            yield sh("chmod", mode, path)
         else:
             host.noop(f"{path} already up to date")
         return
     parent = path.rsplit("/", 1)[0] or "/"
-    yield f"mkdir -p {shlex.quote(parent)}"
+    yield sh("mkdir", "-p", parent)
     yield FileUploadCommand(StringIO(content), path, remote_temp_filename=host.get_temp_filename(path))
-    yield f"chown root:root {shlex.quote(path)} && chmod {mode} {shlex.quote(path)}"
+    yield f"{sh('chown', 'root:root', path)} && {sh('chmod', mode, path)}"
 
 
 # ------------------------------------------------------------------ services
@@ -251,19 +310,19 @@ def ensure_services(names: Sequence[str], states: dict[str, ServiceState], enabl
         return
     both = [n for n in to_enable if n in to_start]
     if both:
-        yield "systemctl enable --now " + " ".join(shlex.quote(n) for n in both)
+        yield sh("systemctl", "enable", "--now", *both)
     only_enable = [n for n in to_enable if n not in both]
     if only_enable:
-        yield "systemctl enable " + " ".join(shlex.quote(n) for n in only_enable)
+        yield sh("systemctl", "enable", *only_enable)
     only_start = [n for n in to_start if n not in both]
     if only_start:
-        yield "systemctl start " + " ".join(shlex.quote(n) for n in only_start)
+        yield sh("systemctl", "start", *only_start)
 
 
 @operation(is_idempotent=False)
 def restart_services(names: Sequence[str]):
     """Restart units (callers gate it with `_if=` on what changed)."""
-    yield "systemctl restart " + " ".join(shlex.quote(n) for n in names)
+    yield sh("systemctl", "restart", *names)
 
 
 # ------------------------------------------------------------------ kernel
@@ -276,7 +335,7 @@ def load_modules(names: Sequence[str], loaded: dict[str, LoadedModule]):
         host.noop(", ".join(names) + " already loaded")
         return
     for n in todo:
-        yield f"modprobe {shlex.quote(n)}"
+        yield sh("modprobe", n)
 
 
 @operation(is_idempotent=False)
@@ -328,7 +387,7 @@ def not_applicable(reason: str):
 @operation(is_idempotent=False)
 def sysctl_apply(path: str):
     """Load one sysctl drop-in now (gate with `_if=` on the file's change)."""
-    yield f"sysctl -q -p {shlex.quote(path)}"
+    yield sh("sysctl", "-q", "-p", path)
 
 
 # ------------------------------------------------------------------ downloads
@@ -372,8 +431,13 @@ def role_knobs(role: str) -> dict[str, object]:
     host's pyinfra data (same key), else from `RunOptions.extra` (a YAML scalar/list in a
     string, e.g. ``{"nvidia_driver_reboot_delay_s": "0"}``), else from the inventory's
     `role_vars`. A per-OS / per-filesystem map override changes only the entries it names.
+    The inventory's values were judged at load (file:line, exit 2); host data and --extra
+    values are judged here by the same typed rule (`gpuctl.knobs.knob_problems`), and a
+    value it refuses raises InputError (the host fails before any command).
     """
     from gpuctl.deploy_context import node_spec, run_options
+    from gpuctl.errors import InputError
+    from gpuctl.knobs import knob_problems
     from gpuctl.paths import roles_dir
     from gpuctl.yamlsrc import load_yaml, parse_yaml
 
@@ -385,6 +449,12 @@ def role_knobs(role: str) -> dict[str, object]:
         override = host.data.get(key)
         if override is None and key in extra:
             override = parse_yaml(extra[key], f"--var {key}")[0]
+        if override is not None:
+            bad = knob_problems(key, override)
+            if bad:
+                sub, message = bad[0]
+                where = ".".join([key, *map(str, sub)])
+                raise InputError(f"{where}: {message} (from host data or --extra; refused)")
         if override is None:
             override = node_spec().role_vars.get(key)
         if isinstance(value, dict) and isinstance(override, dict):

@@ -93,10 +93,22 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], smap: Source
     return problems
 
 
+def refuse_control_characters(data: Any, smap: SourceMap, what: str) -> None:
+    """The typed boundary's first rule, for every data file (inventory, matrix, SKU): no
+    string anywhere holds a control character (gpuctl.boundary); InputError naming each
+    `file:line: field`, before any value is interpreted."""
+    from gpuctl.boundary import control_problems
+
+    bad = [Problem(where, path, message) for where, path, message in control_problems(data, smap)]
+    if bad:
+        raise InputError(f"{smap.file}: {len(bad)} problem(s) in this {what}", [str(p) for p in bad])
+
+
 def validate_document(model: type[M], data: Any, smap: SourceMap, what: str) -> M:
     """Validate `data` against `model`; InputError listing every problem with its line."""
     if not isinstance(data, dict):
         raise InputError(f"{smap.file}: {what} must be a YAML mapping, got {type(data).__name__}")
+    refuse_control_characters(data, smap, what)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -124,6 +136,7 @@ def validate_collecting(model: type[M], data: Any, smap: SourceMap, what: str) -
 
     if not isinstance(data, dict):
         raise InputError(f"{smap.file}: {what} must be a YAML mapping, got {type(data).__name__}")
+    refuse_control_characters(data, smap, what)
     try:
         return model.model_validate(data), []
     except ValidationError as exc:

@@ -14,7 +14,7 @@ verdicts that need no SKU (nccl wrong = 0, topo symmetric, ECC health, Xid, ...)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -23,14 +23,18 @@ from gpuctl.parsers.bandwidth import BandwidthResult
 from gpuctl.parsers.dcgm import DcgmResultSet, DcgmTest
 from gpuctl.parsers.fio import RW_INFERRED, FioJob, FioResult
 from gpuctl.parsers.gdsio import GdsioResult
+from gpuctl.parsers.ib_counters import IbCountersResult
 from gpuctl.parsers.ibstat import IbPort, IbstatResult
+from gpuctl.parsers.lspci import LspciResult, PciDevice
 from gpuctl.parsers.nccl import NcclResult
+from gpuctl.parsers.nccl_log import WC_STATUS_SOURCE, IbCompletion, NcclLogResult
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult
 from gpuctl.parsers.nvlink import TOOL as NVLINK_TOOL
 from gpuctl.parsers.nvlink import NvlinkResult
+from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult
 from gpuctl.parsers.perftest import BwResult, LatResult
 from gpuctl.parsers.topo import PCIE_PATHS, TopoResult, path_rank
-from gpuctl.parsers.training import TrainingResult
+from gpuctl.parsers.training import LauncherLog, TrainingFinal, TrainingResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
 from gpuctl.xidpolicy import FAIL, PASS, WARN, xid_findings
@@ -329,6 +333,238 @@ def _gpus_per_node(result: NcclResult) -> int | None:
     return per if rest == 0 and per > 0 else None
 
 
+# ---------------------------------------------------------------- error counters: the change between two samples
+
+# a counter sample: (subject, counter name) → value; the subject is a Subject (GPU and link, HCA port)
+CounterSample = Mapping[tuple[Subject, str], int]
+
+
+@dataclass(frozen=True)
+class CounterDelta:
+    subject: Subject
+    counter: str
+    before: int
+    after: int
+
+    @property
+    def rise(self) -> int:
+        return self.after - self.before
+
+
+def counter_deltas(before: CounterSample, after: CounterSample) -> list[CounterDelta]:
+    """The change of each counter present in both samples, in `after`'s order."""
+    return [CounterDelta(subj, name, before[(subj, name)], value) for (subj, name), value in after.items()
+            if (subj, name) in before]
+
+
+def judge_counter_deltas(check: str, deltas: Sequence[CounterDelta], family: str,
+                         subject: Subject = NODE) -> list[Verdict]:
+    """The one rule for error counters (health.yaml `counter_rises[family]`): a counter that
+    rose between two samples gets its status (warn or fail) per subject and counter; one
+    that fell was reset between the samples (reboot, driver reload, counter clear) and is
+    not judged (warn); with no rise, one pass naming how many counters were compared.
+    Usable by any caller that has two samples (`counter_deltas`)."""
+    rules = (load_health().counter_rises or {}).get(family)  # type: ignore[call-overload]
+    if rules is None:
+        return [Verdict(check, Status.NO_THRESHOLD, subject, None, None, "", "", Remediation.NONE,
+                        f"{subject.label()}: {check}: no counter rule for {family} in health.yaml")]
+    out = []
+    for d in deltas:
+        status = rules.counters.get(d.counter)
+        if d.rise < 0:
+            out.append(Verdict(check, Status.WARN, d.subject, d.rise, 0, "", rules.source, Remediation.RERUN,
+                               f"{d.subject.label()}: {d.counter} fell from {d.before} to {d.after}: reset between "
+                               "the samples (reboot, driver reload or a counter clear); not judged, sample again"))
+        elif d.rise > 0 and status is not None:
+            out.append(Verdict(check, Status(status), d.subject, d.rise, 0, "", rules.source,
+                               Remediation.RESEAT_OR_REPLACE,
+                               f"{d.subject.label()}: {d.counter} rose by {d.rise} ({d.before} → {d.after}) between "
+                               "the samples: a marginal or flapping link (cable, transceiver, connector, port)"))
+    if not out:
+        rose = sorted({f"{d.counter} +{d.rise}" for d in deltas if d.rise > 0})
+        out.append(Verdict(check, Status.PASS, subject, 0, 0, "", rules.source, Remediation.NONE,
+                           f"{subject.label()}: {check}: none of the {len(deltas)} judged counters rose between "
+                           "the samples" + (f" (rose, not judged: {', '.join(rose)})" if rose else "")))
+    return out
+
+
+def judge_counter_samples(check: str, samples: Sequence[CounterSample], family: str,
+                          subject: Subject = NODE) -> list[Verdict]:
+    """Counters given as samples: one sample is reported, not judged (absolute counts since
+    the last reset say nothing of now); two or more are judged first → last
+    (`judge_counter_deltas`)."""
+    if len(samples) < 2:
+        nonzero = sorted(f"{s.label()} {n} = {v}" for (s, n), v in (samples[0] if samples else {}).items() if v)
+        return [Verdict(check, Status.NO_THRESHOLD, subject, len(nonzero), None, "counters", "", Remediation.NONE,
+                        f"{subject.label()}: {check}: one sample: counts since the last reset are reported, not "
+                        "judged; give two samples (the outputs concatenated, or --baseline FILE) to judge the "
+                        "change" + (f"; non-zero: {'; '.join(nonzero[:8])}" if nonzero else "; all zero"))]
+    return judge_counter_deltas(check, counter_deltas(samples[0], samples[-1]), family, subject)
+
+
+def judge_nvlink_errors(result: NvlinkErrorsResult, sku: Sku | None = None,
+                        subject: Subject = NODE) -> list[Verdict]:
+    """NVLink error counters per GPU and link, judged as their change between the first and
+    last sample (`judge_counter_samples`, health.yaml counter_rises.nvlink)."""
+    samples = [{(Subject(subject.node, gpu=g, port=f"link {link}"), name): v for (g, link, name), v in s.items()}
+               for s in result.samples]
+    out = [partial_paste(TOOL_NVLINK_ERRORS, result.partial, subject)] if result.partial else []
+    return out + judge_counter_samples("nvlink_error_counters", samples, "nvlink", subject)
+
+
+TOOL_NVLINK_ERRORS = "nvidia-smi nvlink -e"
+
+
+def judge_ib_counters(result: IbCountersResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """InfiniBand port error counters (perfquery or sysfs), judged as their change between
+    the first and last sample (`judge_counter_samples`, health.yaml counter_rises.infiniband)."""
+    samples = [{(Subject(subject.node, port=port), name): v for (port, name), v in s.items()}
+               for s in result.samples]
+    return judge_counter_samples("ib_port_counters", samples, "infiniband", subject)
+
+
+# ---------------------------------------------------------------- lspci -vvv: ACS and AER
+
+ACS_SOURCE = ("NCCL User Guide, Troubleshooting, PCI Access Control Services (ACS) (docs.nvidia.com/deeplearning/nccl/"
+              "user-guide/docs/troubleshooting.html#pci-access-control-services-acs): ACS redirects peer-to-peer PCI "
+              "traffic through the CPU root complex, which breaks or slows GPUDirect P2P and RDMA; NVIDIA/nccl#304")
+_PCIEPORT = "PCIe port"  # lspci's `Kernel driver in use: pcieport` without the Express capability line
+AER_SOURCE = ("PCI Express Base Specification, Advanced Error Reporting: Uncorrectable and Correctable Error Status "
+              "registers (lspci -vvv UESta/CESta; a '+' is a status bit set since it was last cleared)")
+
+
+def judge_acs(devices: Sequence[PciDevice], subject: Subject = NODE) -> list[Verdict]:
+    """ACS request/completion redirect (ACSCtl ReqRedir+/CmpltRedir+): on a PCIe switch port
+    or bridge it fails (peer traffic of the GPUs and NICs below it goes through the root
+    complex); on a root port, or a device whose header the paste does not show, it warns.
+    With no redirect anywhere, one pass naming how many devices have ACS."""
+    out = []
+    with_acs = [d for d in devices if d.acs_ctl is not None]
+    for d in with_acs:
+        flags = d.acs_redirect
+        if not flags:
+            continue
+        s = Subject(subject.node, bus_id=d.bus_id)
+        fix = (f"disable ACS in the BIOS, or until reboot: setpci -s {d.bus_id or 'BUS'} ECAP_ACS+0x6.w=0000 "
+               "(PLX switches: f2a.w=0000)")
+        what = f"ACS {'+ '.join(flags)}+ on "
+        if d.is_bridge and d.port_type not in ("Root Port", _PCIEPORT):
+            desc = f" ({d.description})" if d.description else ""
+            out.append(judge_fact("acs_redirect", False, value=" ".join(f + "+" for f in flags), expected="off",
+                                  subject=s, source=ACS_SOURCE, remediation=Remediation.RECONFIGURE,
+                                  message=f"{what}PCIe bridge {d.bus_id}{desc}: GPUDirect P2P/RDMA traffic between "
+                                          f"the devices below it is redirected through the root complex; {fix}"))
+        else:
+            if d.port_type == "Root Port":
+                kind = "root port"
+            elif d.is_bridge is False:
+                kind = "an endpoint"
+            elif d.port_type == _PCIEPORT:
+                kind = "a PCIe port (pcieport driver) whose type, root or switch port, the paste does not show"
+            else:
+                kind = "a device whose bus id and type the paste does not show"
+            out.append(judge_fact("acs_redirect", False, value=" ".join(f + "+" for f in flags), expected="off",
+                                  subject=s, source=ACS_SOURCE, remediation=Remediation.RECONFIGURE, warn_only=True,
+                                  message=f"{what}{kind} ({d.label}): it redirects peer traffic only if GPUs or NICs "
+                                          "sit below it; give the whole lspci -vvv (or lspci -s BUS -vvv) to tell; "
+                                          f"{fix}"))
+    if with_acs and not out:
+        out.append(Verdict("acs_redirect", Status.PASS, subject, 0, 0, "devices", ACS_SOURCE, Remediation.NONE,
+                           f"{subject.label()}: acs_redirect: no request/completion redirect on the {len(with_acs)} "
+                           "devices with an ACSCtl line"))
+    return out
+
+
+def judge_aer(devices: Sequence[PciDevice], subject: Subject = NODE) -> list[Verdict]:
+    """AER status bits set: an uncorrectable error (UESta) fails the device, correctable
+    errors (CESta) warn; a device with AER and nothing set passes (one summary)."""
+    out = []
+    with_aer = [d for d in devices if d.ue_status is not None or d.ce_status is not None]
+    for d in with_aer:
+        ue = [k for k, on in (d.ue_status or {}).items() if on]
+        ce = [k for k, on in (d.ce_status or {}).items() if on]
+        if not ue and not ce:
+            continue
+        s = Subject(subject.node, bus_id=d.bus_id)
+        value = "; ".join(x for x in (f"UESta {' '.join(u + '+' for u in ue)}" if ue else "",
+                                      f"CESta {' '.join(c + '+' for c in ce)}" if ce else "") if x)
+        out.append(judge_fact("pcie_aer", False, value=value, expected="no status bit set", subject=s,
+                              source=AER_SOURCE, remediation=Remediation.RESEAT_OR_REPLACE, warn_only=not ue,
+                              message=f"PCIe AER on {d.label}: {value}: "
+                                      + ("uncorrectable errors on the link or device (reseat, then replace)" if ue else
+                                         "corrected errors: the link retried (a marginal link, riser or slot if they "
+                                         "keep rising)")))
+    if with_aer and not out:
+        out.append(Verdict("pcie_aer", Status.PASS, subject, 0, 0, "devices", AER_SOURCE, Remediation.NONE,
+                           f"{subject.label()}: pcie_aer: no AER status bit set on {len(with_aer)} devices"))
+    return out
+
+
+def judge_lspci(result: LspciResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """ACS redirect (`judge_acs`) and AER status (`judge_aer`) of an `lspci -vvv`."""
+    return [*judge_acs(result.devices, subject), *judge_aer(result.devices, subject)]
+
+
+# ---------------------------------------------------------------- NCCL debug log: NET/IB completion errors
+
+# what an ibv_wc_status in an NCCL NET/IB completion error says, and what to do
+_WC_CAUSE: dict[int, tuple[Remediation, str]] = {
+    12: (Remediation.RESEAT_OR_REPLACE, "no ACK from the peer within the retries: the link between the two hosts "
+         "(cable, transceiver, switch port, RoCE routing/GID) or the peer process died; check ibstat and the port "
+         "counters on both HCAs, then ib_write_bw between them"),
+    13: (Remediation.RESEAT_OR_REPLACE, "the peer was not ready to receive within the RNR retries"),
+    20: (Remediation.RESEAT_OR_REPLACE, "no response from the peer (response timeout)"),
+    5: (Remediation.RESEAT_OR_REPLACE, "flushed: a consequence of an earlier error on this connection (look for the "
+        "first error between the same hosts)"),
+    4: (Remediation.RECONFIGURE, "the local HCA could not access the registered memory: GPUDirect RDMA "
+        "(nvidia-peermem), ACS or the IOMMU on this host, not the network"),
+    8: (Remediation.RECONFIGURE, "local access error: memory registration on this host, not the network"),
+    10: (Remediation.RECONFIGURE, "the peer's HCA refused the access: memory registration or GPUDirect RDMA "
+         "on the peer"),
+}
+NCCL_IB_SOURCE = (f"NCCL net_ib WARN 'Got completion from peer'; {WC_STATUS_SOURCE}; NCCL troubleshooting guide "
+                  "(docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#networking-issues)")
+
+
+def judge_ib_completions(completions: Sequence[IbCompletion], subject: Subject = NODE) -> list[Verdict]:
+    """Each NET/IB work completion error, grouped by (logging host, peer, status): a fault
+    between the two named hosts, the status decoded (rdma-core ibv_wc_status), with the
+    likely cause. Pure: the completions come from `gpuctl.parsers.nccl_log`."""
+    groups: dict[tuple[str | None, str | None, int], list[IbCompletion]] = {}
+    for c in completions:
+        groups.setdefault((c.host, c.peer_address, c.status), []).append(c)
+    out = []
+    for (host, peer, status), items in groups.items():
+        first = items[0]
+        rem, cause = _WC_CAUSE.get(status, (Remediation.RERUN, "see the ibv_wc_status meaning"))
+        hcas = sorted({c.hca for c in items if c.hca})
+        dirs = sorted({c.direction for c in items if c.direction})
+        vendor = sorted({c.vendor_err for c in items if c.vendor_err is not None})
+        where = f"{host or 'the logging host'}" + (f" GPU [{first.device}]" if first.device is not None else "")
+        between = f"between {where} and peer {peer}" if peer else f"on {where} (the line names no peer)"
+        detail = ", ".join(x for x in (
+            f"hca {', '.join(hcas)}" if hcas else "", f"{'/'.join(dirs)}" if dirs else "",
+            f"vendor err {', '.join(f'{x} (0x{x:x})' for x in vendor)}" if vendor else "") if x)
+        s = Subject(host or subject.node, port=", ".join(hcas) or None)
+        out.append(Verdict(
+            "nccl_ib_completion", Status.FAIL, s, f"{first.status_name}({status})", "no completion error", "",
+            NCCL_IB_SOURCE, rem,
+            f"{s.label()}: NET/IB completion error {between}: status {status} {first.status_name} "
+            f"({first.status_text}){f', {detail}' if detail else ''}; {len(items)} line(s) from line {first.line}: "
+            f"{cause}"))
+    return out
+
+
+def judge_nccl_log(result: NcclLogResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """The NET/IB completion errors of an NCCL debug log (`judge_ib_completions`); a log
+    without any says so (a pass of this one fact, not of the run)."""
+    if result.completions:
+        return judge_ib_completions(result.completions, subject)
+    return [Verdict("nccl_ib_completion", Status.PASS, subject, 0, 0, "errors", NCCL_IB_SOURCE, Remediation.NONE,
+                    f"{subject.label()}: no NET/IB completion error in {result.nccl_lines} NCCL lines"
+                    + (f" from {', '.join(result.hosts)}" if result.hosts else ""))]
+
+
 # ---------------------------------------------------------------- topo -m
 
 TOPO_SOURCE = "nvidia-smi topo -m: a connection matrix is symmetric"
@@ -529,6 +765,106 @@ def _link_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Verdi
     return out
 
 
+CLOCK_EVENTS_SOURCE = ("NVML API reference, nvmlClocksEventReasons (docs.nvidia.com/deploy/nvml-api/"
+                       "group__nvmlClocksEventReasons.html): HW Slowdown halves the clocks or more (temperature, "
+                       "external power brake, power draw above Fast Trigger); HW Thermal / HW Power Brake / SW Thermal "
+                       "Slowdown name the cause; Idle, SW Power Cap, Applications Clocks Setting, Sync Boost and "
+                       "Display Clock Setting are settings or idle, not faults")
+# clock event reasons that are faults, with what to do; the others are settings or idle
+_CLOCK_FAULTS: dict[str, tuple[Remediation, str]] = {
+    "HW Slowdown": (Remediation.RESEAT_OR_REPLACE, "check the GPU's power cables, PSUs and cooling"),
+    "HW Thermal Slowdown": (Remediation.RESEAT_OR_REPLACE, "over temperature: check fans, airflow, heatsink seating"),
+    "HW Power Brake Slowdown": (Remediation.RESEAT_OR_REPLACE,
+                                "external power brake asserted: check the PSUs and the board's power cables"),
+    "SW Thermal Slowdown": (Remediation.RESEAT_OR_REPLACE,
+                            "the driver holds clocks down for temperature: check fans, airflow, heatsink seating"),
+}
+
+
+def judge_clock_events(gpu: GpuInfo, node: Subject = NODE) -> list[Verdict]:
+    """One GPU's active clock event (throttle) reasons: a HW/thermal slowdown fails the GPU;
+    a setting or idle is a note. Idle and idle-clock reasons mean something only on a
+    load-free sample (a health check samples with nothing running); a slowdown is a fault
+    whenever it is seen. [] when the output has no clock event section."""
+    if gpu.clock_events is None:
+        return []
+    subject = _gpu_subject(gpu, node)
+    active = [name for name, on in gpu.clock_events if on]
+    faults = [n for n in active if n in _CLOCK_FAULTS]
+    notes = [n for n in active if n not in _CLOCK_FAULTS]
+    check = "clock_event_reasons"
+    if faults:
+        rem = _CLOCK_FAULTS[faults[-1]][0]
+        what = "; ".join(f"{n}: {_CLOCK_FAULTS[n][1]}" for n in faults)
+        return [judge_fact(check, False, value=", ".join(faults), expected="no HW/thermal slowdown", subject=subject,
+                           source=CLOCK_EVENTS_SOURCE, remediation=rem,
+                           message=f"clocks held down: {what}"
+                                   + (f" (also active, not faults: {', '.join(notes)})" if notes else ""))]
+    shown = ", ".join(notes) if notes else "none"
+    return [Verdict(check, Status.PASS, subject, shown, "no HW/thermal slowdown", "", CLOCK_EVENTS_SOURCE,
+                    Remediation.NONE, f"{subject.label()}: {check}: no HW or thermal slowdown; active: {shown}"
+                    + (" (settings or idle, not faults; idle reasons mean something only on a load-free sample)"
+                       if notes else ""))]
+
+
+FABRIC_SOURCE = ("NVML nvmlGpuFabricInfo_v2_t/_v3_t (docs.nvidia.com/deploy/nvml-api): state is Not Started, In "
+                 "Progress or Completed; status is to be checked once state is Completed; v3 adds a health summary; "
+                 "clique ID with cluster UUID "
+                 "identify the NVLink domain (NVIDIA/nccl#1301: the clique ID alone is not unique)")
+_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def judge_fabric(gpus: Sequence[GpuInfo], sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
+    """The Fabric section of each GPU: a GPU that reports a fabric state (NVSwitch and
+    multi-node NVLink systems; others print N/A) must be Completed with Status Success; on
+    a SKU with NVSwitch a GPU without any fabric state fails too. Where any GPU names a
+    (non-zero) cluster UUID the node is part of a multi-node NVLink domain: every GPU must
+    report a clique ID and cluster UUID, and all GPUs of the node the same ones."""
+    nvswitch = bool(sku is not None and sku.nvlink.nvswitch)
+    out: list[Verdict] = []
+    for gpu in gpus:
+        s = _gpu_subject(gpu, subject)
+        state, status = gpu.fabric_state, gpu.fabric_status
+        if not gpu.fabric_section or (state is None and not nvswitch):
+            continue
+        ok = state == "Completed" and status == "Success"
+        if state is None:
+            # NVML reports the fabric state for Hopper and later only: an A100 HGX prints N/A too
+            out.append(judge_fact("fabric_state", False, value="N/A", expected="Completed/Success", subject=s,
+                                  source=FABRIC_SOURCE, remediation=Remediation.RECONFIGURE, warn_only=True,
+                                  message="no fabric state reported on an NVSwitch SKU: on Hopper and later, check "
+                                          "that nvidia-fabricmanager is installed and running (GPUs before "
+                                          "Hopper do not report it)"))
+            continue
+        if state != "Completed":
+            why = (f"fabric registration {state}: nvidia-fabricmanager has not finished (check the service and its "
+                   "log; CUDA fails with 'system not yet initialized' until it does)")
+        else:
+            why = f"fabric state Completed with status {status!r}: the NVLink fabric failed to set up this GPU"
+        out.append(judge_fact("fabric_state", ok, value=f"{state}/{status}", expected="Completed/Success", subject=s,
+                              source=FABRIC_SOURCE + (f"; {sku.nvlink.source}" if nvswitch and sku else ""),
+                              remediation=Remediation.REBOOT, message=why))
+        if gpu.fabric_health is not None:
+            out.append(judge_fact("fabric_health", gpu.fabric_health != "Unhealthy", value=gpu.fabric_health,
+                                  expected="not Unhealthy", subject=s, source=FABRIC_SOURCE,
+                                  remediation=Remediation.RESEAT_OR_REPLACE,
+                                  message="fabric health summary Unhealthy: an NVLink route or link of this GPU "
+                                          "is degraded (nvidia-smi -q Fabric / Health, nvidia-smi nvlink -e)"))
+    clusters = {g.fabric_cluster_uuid for g in gpus if g.fabric_cluster_uuid not in (None, _ZERO_UUID)}
+    if clusters:
+        ids = {(g.fabric_clique_id, g.fabric_cluster_uuid) for g in gpus}
+        missing = [g for g in gpus if g.fabric_clique_id is None or g.fabric_cluster_uuid in (None, _ZERO_UUID)]
+        ok = not missing and len(ids) == 1
+        value = "; ".join(f"clique {c} cluster {u}" for c, u in sorted(ids, key=str))
+        out.append(judge_fact(
+            "fabric_clique", ok, value=value, expected="one clique and cluster for all GPUs", subject=subject,
+            source=FABRIC_SOURCE, remediation=Remediation.REBOOT,
+            message=(f"{', '.join(g.label for g in missing)} without a clique ID or cluster UUID" if missing else
+                     f"the node's GPUs are in {len(ids)} cliques ({value})")
+            + ": multi-node NVLink needs every GPU of a node in one clique (check the IMEX/fabric manager setup)"))
+    return out
+
+
 def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """ECC, retired pages and row remapping against `load_health()` always; with a SKU,
     GPU count, model, memory and PCIe generation/width, each naming GPU and bus id.
@@ -546,9 +882,11 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
         out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
                               source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
                               message=f"{n} GPUs visible, the SKU {sku.name} has {sku.gpu.count}"))
+    out.extend(judge_fabric(result.gpus, sku, subject))
     for gpu in result.gpus:
         s = _gpu_subject(gpu, subject)
         out.extend(_health_verdicts(gpu, health, s))
+        out.extend(judge_clock_events(gpu, subject))
         if sku is None:
             out.extend(_link_verdicts(gpu, health, s))
             continue
@@ -705,7 +1043,7 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
                         Remediation.NONE, f"{subject.label()}: {sku.name} has no RDMA fabric")]
     layer = "InfiniBand" if fabric == "infiniband" else "Ethernet"
     chosen = [p for p in result.ports if (p.ca in ports or p.name in ports)] if ports else \
-        [p for p in result.ports if p.link_layer == layer]
+        [p for p in result.ports if p.link_layer in (layer, "unknown")]  # unknown: a grep lost the line
     fig = sku.fabric.infiniband_rate_gbps if fabric == "infiniband" else (sku.fabric.roce_rate_gbps
                                                                          or sku.fabric.infiniband_rate_gbps)
     source = fig.source if fig else "SKU catalog"
@@ -718,13 +1056,18 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
             out.append(judge_fact("ib_port", False, value=f"{p.state}/{p.physical_state}", expected="Active/LinkUp",
                                   subject=s, source=source, remediation=rem,
                                   message=f"port {p.state}/{p.physical_state}: {why}"))
+        elif p.rate_gbps is None:
+            good += 1
+            out.append(Verdict("ib_port", Status.NO_THRESHOLD, s, None, rate, "Gb/s", source, Remediation.NONE,
+                               f"{s.label()}: Active, rate not printed (ibv_devinfo without -v): state judged, "
+                               f"the {rate:g} Gb/s rate not"))
         elif p.rate_gbps < rate:
             why, why_source = _slow_port_cause(ca_types.get(p.ca), rate)
             out.append(judge_fact("ib_port", False, value=p.rate_gbps, expected=rate, unit="Gb/s", subject=s,
                                   source="; ".join(x for x in (source, why_source) if x),
                                   remediation=Remediation.RESEAT_OR_REPLACE,
                                   message=f"Active at {p.rate_gbps:g} Gb/s, expected {rate:g} Gb/s ({why})"))
-        elif p.link_layer != layer:
+        elif p.link_layer not in (layer, "unknown"):
             out.append(judge_fact("ib_port", False, value=p.link_layer, expected=layer, subject=s, source=source,
                                   remediation=Remediation.RECONFIGURE,
                                   message=f"link layer {p.link_layer}, expected {layer} (mlxconfig LINK_TYPE)"))
@@ -767,6 +1110,9 @@ def _port_down_cause(port: IbPort) -> tuple[Remediation, str]:
         return Remediation.RECONFIGURE, ("port disabled, not a cable fault until enabled (ip link set up; "
                                          "ibportstate enable; mlxconfig)")
     if phys == "LinkUp":
+        if port.link_layer not in ("InfiniBand", "Ethernet"):
+            return Remediation.RECONFIGURE, ("physical link up but the port not activated: InfiniBand, no subnet "
+                                             "manager reached it (opensm/UFM); Ethernet, the interface is down")
         if port.link_layer == "InfiniBand":
             return Remediation.RECONFIGURE, (f"physical link up but not activated by a subnet manager (SM lid "
                                              f"{port.sm_lid}); check opensm/UFM reaches this port")
@@ -1103,3 +1449,115 @@ def judge_training(result: TrainingResult, sku: Sku | None = None, subject: Subj
         out.append(judge("train_mfu_fraction", mfu, _threshold(sku, "train_mfu_fraction"), "of peak", subject,
                          remediation=Remediation.RECONFIGURE))
     return out
+
+
+# ---------------------------------------------------------------- training across nodes
+
+LAUNCH_SOURCE = ("gpuctl policy: every node's torchrun launcher must finish within its bound "
+                 "(c10d join timeout, the process group's per-collective timeout, the launcher's own limit); "
+                 "a launcher that fails or is stopped names its node")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One node's torchrun launcher as the bench saw it (its parsed output in `log`)."""
+
+    node: str
+    exit_status: int
+    timed_out: bool
+    duration_s: float
+    timeout_s: float
+    log: LauncherLog
+    unreachable: str | None = None  # the node could not be reached to start it: why
+    last_line: str = ""  # the launcher's last stderr line, for a failure its log does not explain
+    stopped: str | None = None  # the bench's watchdog stopped it after another launcher failed: why
+
+
+def judge_launchers(launches: Sequence[Launch], endpoint: str, head: str, subject: Subject = NODE) -> list[Verdict]:
+    """`train_launcher`: one failing verdict per node whose launcher did not finish cleanly,
+    naming the node and what its output says (rendezvous error, failed ranks with exit code
+    or signal, NCCL warnings/errors); one pass for the cluster when all finished."""
+    out = []
+    for launch in launches:
+        where = Subject(node=launch.node)
+        said = launch.log.summary()
+        if launch.unreachable is not None:
+            text, rem = f"the training launcher could not be started: {launch.unreachable}", Remediation.RECONFIGURE
+        elif launch.timed_out:
+            if launch.stopped:
+                text = (f"the training launcher had not finished after {launch.duration_s:.0f} s and was stopped "
+                        f"({launch.stopped}; the rendezvous is at {endpoint} on {head})")
+            else:
+                text = (f"the training launcher did not finish within {launch.timeout_s:.0f} s and was stopped "
+                        f"(a rank hung, or the rendezvous at {endpoint} on {head} never completed)")
+            text += f"; it said: {said}" if said else ""
+            rem = Remediation.RERUN
+        elif launch.exit_status != 0:
+            why = said or launch.last_line or "no output"
+            text = f"the training launcher failed (exit {launch.exit_status}): {why}"
+            rem = Remediation.RECONFIGURE if (launch.log.rendezvous_error or launch.log.nccl) else Remediation.RERUN
+            if launch.log.rendezvous_error and launch.node != head:
+                text += f" (the rendezvous is at {endpoint} on {head})"
+        else:
+            continue
+        out.append(judge_fact("train_launcher", False, value="timed out" if launch.timed_out else launch.exit_status,
+                              expected=0, subject=where, source=LAUNCH_SOURCE, remediation=rem, message=text))
+    if not out and launches:
+        slowest = max(launches, key=lambda x: x.duration_s)
+        out.append(Verdict("train_launcher", Status.PASS, subject, len(launches), len(launches), "launchers",
+                           LAUNCH_SOURCE, Remediation.NONE,
+                           f"{subject.label()}: all {len(launches)} torchrun launchers finished (rendezvous at "
+                           f"{endpoint} on {head}; slowest {slowest.node} {slowest.duration_s:.0f} s)"))
+    return out
+
+
+SCALING_CPU_REASON = ("gloo on CPU: the run shows the mechanics (rendezvous, all-reduce, ranks agree), "
+                      "its speed says nothing about a GPU fabric; reported, not judged")
+
+
+def judge_training_multi_node(result: TrainingResult, sku: Sku | None, subject: Subject,
+                              single: dict[str, TrainingFinal]) -> list[Verdict]:
+    """The rank-0 output of the run across nodes: the single-node rules (`judge_training`:
+    loss falls, ranks agree, MFU), with the ranks-agree verdict naming every rank's node and
+    checksum; tokens/s per GPU (reported); the scaling efficiency against the SKU's floor
+    (`judge_scaling_efficiency`, from the per-node runs in `single`, node → final record)."""
+    out = judge_training(result, sku, subject)
+    final = result.final
+    if final is None:
+        return out
+    if final.ranks:
+        majority = final.majority_checksum
+        listing = ", ".join(f"rank {r.rank} on {r.node}" + (f" ({r.host})" if r.host and r.host != r.node else "")
+                            + f": {r.checksum}" + ("" if r.checksum == majority else " (differs)")
+                            for r in final.ranks)
+        out = [replace(v, message=f"{v.message}: {listing}") if v.check == "train_ranks_agree" else v for v in out]
+    unit = "tokens/s per GPU" if not final.on_cpu else "tokens/s per rank"
+    out.append(judge("train_tokens_per_s_per_gpu", round(final.tokens_per_s_per_rank, 1), None, unit, subject))
+    out.append(judge_scaling_efficiency(final, single, sku, subject))
+    return out
+
+
+def judge_scaling_efficiency(final: TrainingFinal, single: dict[str, TrainingFinal], sku: Sku | None,
+                             subject: Subject = NODE) -> Verdict:
+    """tokens/s of the N-node run ÷ (N × single-node tokens/s), per rank so that runs with a
+    different rank count per node compare: (multi tokens/s ÷ its ranks) ÷ (mean over the
+    per-node runs of tokens/s ÷ their ranks); equal to the plain formula when every node
+    runs one rank per GPU in both. Judged against the SKU's `train_scaling_efficiency`
+    floor on GPUs; on CPU (gloo) reported, not judged."""
+    name = "train_scaling_efficiency"
+    same = [f for f in single.values() if f.model == final.model and f.mfu_model == final.mfu_model
+            and f.on_cpu == final.on_cpu and f.tokens_per_s > 0]
+    if not same:
+        why = ("no per-node training run finished in this bench" if not single else
+               "the per-node runs trained another model shape or device: "
+               + ", ".join(f"{node}: {f.model or '?'}" for node, f in sorted(single.items())))
+        return could_not_run(name, f"no single-node figure to compare with ({why})", subject, Remediation.RERUN)
+    base = sum(f.tokens_per_s_per_rank for f in same) / len(same)
+    value = round(final.tokens_per_s_per_rank / base, 4)
+    detail = (f"{final.tokens_per_s:,.0f} tokens/s on {final.world_size} ranks vs {base:,.0f} tokens/s per rank "
+              f"alone (mean of {len(same)} per-node runs)")
+    if final.on_cpu:
+        return Verdict(name, Status.NOT_APPLICABLE, subject, value, None, "of linear", SCALING_CPU_REASON,
+                       Remediation.NONE, f"{subject.label()}: {name} = {value:g} ({detail}); {SCALING_CPU_REASON}")
+    v = judge(name, value, _threshold(sku, name), "of linear", subject, remediation=Remediation.RECONFIGURE)
+    return replace(v, message=f"{v.message} ({detail})")

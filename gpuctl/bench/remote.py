@@ -10,10 +10,13 @@ is `@local` runs its commands on this machine through `bash` (the hardware tier)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -91,6 +94,7 @@ class CmdResult:
     stderr: str
     duration_s: float
     timed_out: bool = False
+    stopped: str | None = None  # why the watchdog stopped it (`run_parallel_watched`)
 
     @property
     def ok(self) -> bool:
@@ -103,6 +107,8 @@ class CmdResult:
     def transcript(self) -> str:
         """What is kept in the run record: the command, its exit status, stdout and stderr."""
         state = "timed out" if self.timed_out else f"exit {self.exit_status}"
+        if self.stopped:
+            state = f"stopped: {self.stopped}"
         return (f"$ {self.script}\n# {state} after {self.duration_s:.1f} s\n"
                 f"{self.stdout}" + (f"\n# stderr:\n{self.stderr}" if self.stderr.strip() else ""))
 
@@ -136,6 +142,78 @@ def run_parallel(jobs: Mapping[str, tuple[SshTarget, str]], timeout_s: float,
         futures = {key: pool.submit(run, target, script, timeout_s, stdin.get(key))
                    for key, (target, script) in jobs.items()}
         return {key: fut.result() for key, fut in futures.items()}
+
+
+def run_parallel_watched(jobs: Mapping[str, tuple[SshTarget, str]], timeout_s: float,
+                         stdin: Mapping[str, str] | None = None, grace_s: float = 60.0) -> dict[str, CmdResult]:
+    """Run `jobs` at once, for jobs that only succeed together (the launchers of one
+    distributed run): each is bounded by `timeout_s` as in `run`, and once one has failed
+    the others get `grace_s` more to finish (and report their own error), then are stopped:
+    SIGTERM to the local ssh client or `@local` shell (its process group), SIGKILL 10 s later.
+    A stopped job's result has `timed_out` and `stopped` naming the job that failed first.
+    On an SSH node the remote `timeout` still ends what the closed session leaves running."""
+    if not jobs:
+        return {}
+    stdin = stdin or {}
+    lock = threading.Lock()
+    first_failure: dict[str, float | str] = {}
+
+    def failed(key: str) -> None:
+        with lock:
+            if not first_failure:
+                first_failure.update(key=key, at=time.monotonic())
+
+    def one(key: str, target: SshTarget, script: str) -> CmdResult:
+        start = time.monotonic()
+        argv = target.argv(script, timeout_s)
+        text = stdin.get(key)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if text is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+        except OSError as exc:
+            failed(key)
+            return CmdResult(target.name, script, 127, "", f"cannot start {argv[0]}: {exc}", time.monotonic() - start)
+        pending = text
+        while True:
+            try:
+                out, err = proc.communicate(input=pending, timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                pending = None
+            now = time.monotonic()
+            with lock:
+                other = first_failure.get("key")
+                since = float(first_failure.get("at", now))
+            reason = None
+            if now - start > timeout_s + 30:
+                reason = f"no answer {timeout_s + 30:.0f} s after it started"
+            elif other is not None and other != key and now - since > grace_s:
+                reason = f"{other} failed {now - since:.0f} s earlier"
+            if reason is not None:
+                out, err = _stop(proc)
+                return CmdResult(target.name, script, TIMEOUT_EXIT, out, err, time.monotonic() - start, True, reason)
+        res = CmdResult(target.name, script, proc.returncode, out, err, time.monotonic() - start,
+                        proc.returncode == TIMEOUT_EXIT)
+        if not res.ok:
+            failed(key)
+        return res
+
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {key: pool.submit(one, key, target, script) for key, (target, script) in jobs.items()}
+        return {key: fut.result() for key, fut in futures.items()}
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGTERM the process group, SIGKILL after 10 s; what it wrote until then."""
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            return proc.communicate(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    return "", "gpuctl: the process did not end after SIGKILL"
 
 
 def run_server_client(server: SshTarget, server_script: str, client: SshTarget, client_script: str,

@@ -5,13 +5,18 @@ dcgmi diag, the training run) on every node in parallel, each node running its o
 benchmarks one after another; then ib_write_bw and ib_write_lat per HCA between node
 pairs, round by round (`gpuctl.bench.pairing`); then the multi-node all_reduce over MPI,
 launched from the first node with SSH trust set up for that run only (`gpuctl.bench.mpissh`)
-and removed afterwards. Raw outputs (command, exit status, stdout, stderr) go to
-`raw/<host>/<test>.txt`; the judged results to `stages/bench.json` (shape: `run_bench`).
+and removed afterwards; then the training run across all nodes: one torchrun launcher per
+node, each started from here over the same SSH connection as every other benchmark (c10d
+rendezvous on the first node; torchrun needs no SSH between the nodes, so no key is placed
+for it), each bounded by the rendezvous timeout, the per-collective timeout and its own
+launcher timeout, so a rank that hangs or dies is named by node. Raw outputs (command, exit
+status, stdout, stderr) go to `raw/<host>/<test>.txt`; the judged results to `stages/bench.json` (shape: `run_bench`).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,11 +28,29 @@ from gpuctl.bench.pairing import pairing_rounds
 from gpuctl.bench.programs import program_text
 from gpuctl.bench.remote import CmdResult, SshTarget
 from gpuctl.catalog import Sku
-from gpuctl.errors import ExitCode
+from gpuctl.errors import ExitCode, ParseError
 from gpuctl.inventory import LoadedInventory
+from gpuctl.parsers.training import (
+    TorchProbe,
+    TrainingFinal,
+    TrainingResult,
+    parse_launcher_log,
+    parse_torch_probe,
+    parse_training_log,
+)
 from gpuctl.runrecord import RunRecord, now_iso, sha256_file
-from gpuctl.spec import NodeSpec
-from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, overall
+from gpuctl.spec import NodeSpec, train_env_knob
+from gpuctl.verdicts import (
+    Launch,
+    Remediation,
+    Status,
+    Subject,
+    Verdict,
+    could_not_run,
+    judge_launchers,
+    judge_training_multi_node,
+    overall,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +88,16 @@ def exit_code(status: str) -> ExitCode:
 class BenchRun:
     def __init__(self, loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite,
                  record: RunRecord, targets: dict[str, SshTarget] | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, train_env: str | None = None) -> None:
         self.loaded, self.specs, self.suite, self.record = loaded, list(specs), suite, record
+        self.train_env = train_env  # None: each node's roles/train_env path (`train_env_path`)
+        # the training program's scratch folder and rendezvous id: the run id (second-granular)
+        # plus a random token, so two benches started in the same second on one machine (the
+        # `@local` tier, parallel test runs) never write over each other's program
+        self.train_id = f"{record.id}-{secrets.token_hex(4)}"
+        self.single_training: dict[str, TrainingFinal] = {}  # node → its own training run's final record
+        self.single_loss: dict[str, list[list[float]]] = {}  # node → its own run's [step, loss] (the report's chart)
+        self.training: dict[str, Any] = {}  # the multi-node training run, for bench.json
         self.by_name = {s.node: s for s in self.specs}
         self.targets = targets or remote.targets_for(loaded, self.specs)
         self.hosts = {s.node: Bucket() for s in self.specs}
@@ -76,6 +107,11 @@ class BenchRun:
         self.progress = progress or (lambda msg: log.info("%s", msg))
 
     # ---------------------------------------------------------------- helpers
+
+    def env_path(self, spec: NodeSpec) -> str:
+        """The training environment the node's programs run with: the explicit `train_env`,
+        else the roles/train_env knob `train_env_path` as the inventory sets it."""
+        return self.train_env if self.train_env is not None else train_env_path(spec)
 
     def sku(self, spec: NodeSpec) -> Sku:
         return effective_sku(self.loaded.sku, spec)
@@ -121,7 +157,8 @@ class BenchRun:
             tests.append(("dcgm_diag", "dcgm", suites.dcgm_script(), None))
         if self.suite.training:
             peak = self.loaded.sku.dense_bf16_tflops.value
-            tests.append(("training", "training", suites.training_script(spec, self.suite, run_id, peak),
+            tests.append(("training", "training", suites.training_script(spec, self.suite, self.train_id, peak,
+                                                                         self.env_path(spec)),
                           program_text("train_smoke.py")))
         return tests
 
@@ -147,6 +184,9 @@ class BenchRun:
             bucket.add(judged.verdicts, test, host, raw, judged.skipped, judged.emulated)
             if kind == "nccl" and judged.parsed is not None:
                 self.series.append(nccl_series(judged.parsed, host, test, judged.emulated))
+            if kind == "training" and judged.parsed is not None and judged.parsed.final is not None:
+                self.single_training[host] = judged.parsed.final
+                self.single_loss[host] = [[st.step, st.loss] for st in judged.parsed.steps]
 
     # ---------------------------------------------------------------- pairs
 
@@ -252,6 +292,99 @@ class BenchRun:
                             node, key.marker, _reason(res))
                 self.progress(f"{node}: could not remove the run's SSH key ({key.marker}): {_reason(res)}")
 
+    # ---------------------------------------------------------------- training across nodes
+
+    def run_training_multi_node(self, live: Sequence[NodeSpec]) -> None:
+        """Probe every node's PyTorch, then start one torchrun launcher per node at once (c10d
+        rendezvous on the first), wait for all of them (each bounded by the suite's launcher
+        timeout) and judge: each launcher (`judge_launchers`) and the rank-0 output
+        (`judge_training_multi_node`)."""
+        test = "training_multi_node"
+        subject = Subject(node=f"{len(live)} nodes")
+        head = live[0]
+        endpoint = suites.rdzv_endpoint(head, self.suite.training_rdzv_port)
+        self.training = {"nodes": [s.node for s in live], "endpoint": endpoint, "head": head.node}
+        probes = remote.run_parallel({s.node: (self.targets[s.node], suites.torch_probe_script(self.env_path(s)))
+                                      for s in live}, 120)
+        found: dict[str, TorchProbe] = {}
+        problems: list[str] = []
+        for node, res in probes.items():
+            self.keep(self.cluster, node, "training_probe", res)
+            try:
+                found[node] = parse_torch_probe(res.stdout)
+            except ParseError as exc:
+                problems.append(f"{node}: {_reason(res) if not res.ok else exc}")
+        if problems:
+            self.cluster.add([could_not_run("training", "cannot tell which PyTorch to run with: " + "; ".join(problems),
+                                            subject, Remediation.RECONFIGURE)], test, None, None)
+            return
+        self.training["versions"] = {node: {"python": p.python, "torch": p.torch, "cuda": p.cuda, "nccl": p.nccl,
+                                            "gpus": p.gpus} for node, p in found.items()}
+        skipped = [f"{node}: {p.skipped}" for node, p in found.items() if p.skipped]
+        if skipped:
+            self.cluster.add([not_applicable("training", "skipped: " + "; ".join(skipped), subject)], test, None, None)
+            return
+        cuda = {node: p.cuda_available for node, p in found.items()}
+        if len(set(cuda.values())) > 1:
+            self.cluster.add([could_not_run(
+                "training", "the nodes' PyTorch differ: CUDA on " + ", ".join(n for n, c in cuda.items() if c)
+                + ", none on " + ", ".join(n for n, c in cuda.items() if not c), subject, Remediation.RECONFIGURE)],
+                test, None, None)
+            return
+        on_gpu = all(cuda.values())
+        short = [f"{s.node}: PyTorch sees {found[s.node].gpus} GPUs, the SKU has {s.hardware.gpu_count}"
+                 for s in live if on_gpu and found[s.node].gpus < s.hardware.gpu_count]
+        if short:
+            self.cluster.add([could_not_run("training", "; ".join(short), subject, Remediation.RECONFIGURE)],
+                             test, None, None)
+            return
+        peak = self.loaded.sku.dense_bf16_tflops.value
+        argvs = {s.node: suites.torchrun_argv(found[s.node].python, s, live, self.suite, self.train_id, peak, on_gpu)
+                 for s in live}
+        self.training["argv"] = argvs
+        program = program_text("train_smoke.py")
+        limit = self.suite.training_launch_timeout_s
+        self.progress(f"training across {len(live)} nodes: torchrun, rendezvous at {endpoint} on {head.node}")
+        # once one launcher has failed the others are given the per-collective timeout (+30 s)
+        # to report their own error, then stopped: the run never waits out the full limit
+        results = remote.run_parallel_watched(
+            {s.node: (self.targets[s.node], suites.training_multi_node_script(s, live, argvs[s.node], self.train_id))
+             for s in live}, limit, stdin={s.node: program for s in live},
+            grace_s=self.suite.training_step_timeout_s + 30)
+        launches: list[Launch] = []
+        rank0: tuple[str, str, str] | None = None  # (node, raw path, stdout) of the launcher that printed rank 0
+        raws: dict[str, str] = {}
+        for s in live:
+            res = results[s.node]
+            raws[s.node] = self.keep(self.cluster, s.node, test, res)
+            launches.append(Launch(s.node, res.exit_status, res.timed_out, res.duration_s, limit,
+                                   parse_launcher_log(res.stdout, res.stderr),
+                                   _reason(res) if res.unreachable else None,
+                                   (res.stderr.strip().splitlines() or [""])[-1][:240], res.stopped))
+            if rank0 is None and any(line.startswith(('{"step"', '{"final"', '{"skipped"'))
+                                     for line in res.stdout.splitlines()):
+                rank0 = (s.node, raws[s.node], res.stdout)
+        self.cluster.add(judge_launchers(launches, endpoint, head.node, subject), "training_launchers", None, None)
+        if rank0 is None:
+            failed = [x.node for x in launches if x.timed_out or x.exit_status != 0]
+            self.cluster.add([could_not_run("training", "no launcher printed the run's output (rank 0)"
+                                            + (f"; failed on {', '.join(failed)}" if failed else ""),
+                                            subject, Remediation.RERUN)], test, None, None)
+            return
+        node0, raw0, text = rank0
+        try:
+            result = parse_training_log(text)
+        except ParseError as exc:
+            self.cluster.add([could_not_run("training", f"rank 0 on {node0}: {exc}", subject, Remediation.RERUN)],
+                             test, None, raw0)
+            return
+        if result.skipped is not None:
+            self.cluster.add([not_applicable("training", f"skipped: {result.skipped}", subject)], test, None, raw0)
+            return
+        sku = self.sku(head)
+        self.cluster.add(judge_training_multi_node(result, sku, subject, self.single_training), test, None, raw0)
+        self.training.update(training_summary(result, node0, self.single_training, self.single_loss))
+
     # ---------------------------------------------------------------- all
 
     def run(self) -> dict[str, Any]:
@@ -285,6 +418,15 @@ class BenchRun:
                                                 cluster_subject)], "all_reduce_multi_node", None, None)
             else:
                 self.run_multi_node()
+        if self.suite.training and self.suite.training_multi_node:
+            if len(self.specs) < 2:
+                self.cluster.add([not_applicable("training", "one node: no multi-node training run", cluster_subject)],
+                                 "training_multi_node", None, None)
+            elif len(live) < 2:
+                self.cluster.add([could_not_run("training", "fewer than two reachable nodes", cluster_subject)],
+                                 "training_multi_node", None, None)
+            else:
+                self.run_training_multi_node(live)
         every = [v for b in self.hosts.values() for v in b.verdicts] + self.cluster.verdicts
         return {
             "suite": self.suite.name,
@@ -300,6 +442,7 @@ class BenchRun:
             "hosts": {name: b.as_dict() for name, b in self.hosts.items()},
             "cluster": self.cluster.as_dict(),
             "nccl_series": sorted(self.series, key=lambda x: ("multi" in x["test"], x["label"], x["test"])),
+            "training": self.training,
         }
 
 
@@ -312,6 +455,38 @@ def _reason(res: CmdResult) -> str:
 
 KIND_CHECK = {"nccl": "nccl", "bandwidth": "bandwidth", "fio": "fio", "gdsio": "gdsio", "dcgm": "dcgm",
               "training": "training", "ib_write_bw": "ib_write_bw_gbit_s", "ib_write_lat": "ib_write_lat_us"}
+
+
+def train_env_path(spec: NodeSpec) -> str:
+    """roles/train_env's `train_env_path` for this node (inventory role_vars, else the role's
+    default), read through the one knob reader `gpuctl.spec.train_env_knob`."""
+    return str(train_env_knob(spec, "train_env_path") or suites.TRAIN_ENV)
+
+
+def training_summary(result: TrainingResult, node0: str, single: dict[str, TrainingFinal],
+                     single_loss: dict[str, list[list[float]]] | None = None) -> dict[str, Any]:
+    """The multi-node run's figures for bench.json: loss per step, every rank's node and
+    checksum (and whether it differs from the majority's), tokens/s (all ranks, per rank), the
+    per-node figures it is compared with (tokens/s, loss per step), and the torch / CUDA / NCCL
+    versions that ran."""
+    final = result.final
+    assert final is not None  # only called with a finished run
+    majority = final.majority_checksum
+    return {
+        "rank0_node": node0,
+        "loss": [[s.step, s.loss] for s in result.steps],
+        "ranks": [{"rank": r.rank, "node": r.node, "host": r.host, "checksum": r.checksum,
+                   "differs": r.checksum != majority} for r in final.ranks],
+        "ranks_agree": final.ranks_agree,
+        "world_size": final.world_size,
+        "model": final.model,
+        "backend": final.backend,
+        "tokens_per_s": final.tokens_per_s,
+        "tokens_per_s_per_rank": round(final.tokens_per_s_per_rank, 1),
+        "single_node_tokens_per_s": {node: f.tokens_per_s for node, f in sorted(single.items())},
+        "single_node_loss": dict(sorted((single_loss or {}).items())),
+        "ran": {"torch": final.torch_version, "cuda": final.cuda_version, "nccl": final.nccl_version},
+    }
 
 
 def inventory_summary(loaded: LoadedInventory, specs: Sequence[NodeSpec]) -> dict[str, Any]:
@@ -336,7 +511,8 @@ def matrix_summary(spec: NodeSpec) -> dict[str, Any]:
 
 
 def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite, record: RunRecord,
-              targets: dict[str, SshTarget] | None = None, progress: Progress | None = None) -> dict[str, Any]:
+              targets: dict[str, SshTarget] | None = None, progress: Progress | None = None,
+              train_env: str | None = None) -> dict[str, Any]:
     """Run `suite` on `specs`, write `stages/bench.json` and return it.
 
     Shape: {suite, run_id, started, finished, status, inventory{path, sha256, cluster, sku, os,
@@ -344,9 +520,14 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
     not_applicable, source}} (the first node's effective ones), matrix{name, driver, components[{component,
     version, enabled, reason, packages[{name, version, pin}]}]}, pairing[[[a, b], …] per round],
     hosts{name: {status, results[…], tests[…]}}, cluster{status, results, tests},
-    nccl_series[{label, test, gpus, points[[size_bytes, busbw_gb_s], …]}]}; every result is
+    nccl_series[{label, test, gpus, points[[size_bytes, busbw_gb_s], …]}], training{nodes, endpoint,
+    head, versions{node: {python, torch, cuda, nccl, gpus}}, argv{node: [...]}, rank0_node, loss[[step, loss]],
+    ranks[{rank, node, host, checksum, differs}], ranks_agree, world_size, model, backend, tokens_per_s,
+    tokens_per_s_per_rank, single_node_tokens_per_s{node: …}, single_node_loss{node: [[step, loss]]},
+    ran{torch, cuda, nccl}} (empty when the run across nodes did not start; partial when it failed)};
+    every result is
     a verdict (check, status, subject, value, threshold, unit, source, remediation, message)
     plus test, host, raw (and skipped when the tool reported it could not start)."""
-    data = BenchRun(loaded, specs, suite, record, targets, progress).run()
+    data = BenchRun(loaded, specs, suite, record, targets, progress, train_env).run()
     record.stage("bench", data)
     return data

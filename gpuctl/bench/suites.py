@@ -10,6 +10,7 @@ under the RAID mount that they create (failing if it exists) and remove on exit.
 from __future__ import annotations
 
 import ipaddress
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,11 @@ PERFTEST_BASE_PORT = 18515
 EXIT_NOT_A_MOUNT = 97
 EXIT_NO_SPACE = 98
 EXIT_SCRATCH_EXISTS = 99
+#: The training environment's virtual environment (issue 16: roles/train_env, a venv at a
+#: configurable path for every user of the node); `python3` on PATH where it is missing.
+TRAIN_ENV = "/opt/gpuctl/train-env"
+#: The c10d rendezvous port on the first node (torchrun's own default for c10d).
+TRAIN_RDZV_PORT = 29400
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,14 @@ class Suite:
     training: bool
     training_steps: int
     timeout_s: int
+    # the training run across all nodes (torchrun, one launcher per node)
+    training_multi_node: bool = True
+    training_model: str = "gpt"  # the program's --model: "gpt" or "llama"
+    training_cpu_ranks_per_node: int = 1  # ranks per node where torch has no GPU (gloo)
+    training_rdzv_timeout_s: int = 180  # c10d join timeout: every launcher must have joined by then
+    training_step_timeout_s: int = 120  # the process group's timeout: a collective waiting longer fails
+    training_launch_timeout_s: int = 900  # each launcher is killed after this (rendezvous + steps + margin)
+    training_rdzv_port: int = TRAIN_RDZV_PORT
 
 
 SUITES: dict[str, Suite] = {
@@ -251,13 +265,118 @@ def dcgm_script() -> str:
     return preamble() + "dcgmi diag -r 2 -j\n"
 
 
-def training_script(spec: NodeSpec, suite: Suite, run_id: str, peak_tflops: float) -> str:
-    """Write the training program (sent on stdin) to the scratch folder and run it. The folder
-    names the node: nodes that share a filesystem (several `@local` targets, a shared /tmp) must
-    not truncate each other's program while it runs."""
-    folder = f"{SCRATCH}/{run_id}/{spec.node}"
+def python_select(train_env: str) -> str:
+    """Shell lines that set `gpuctl_py` to the training environment's python, else python3."""
+    py = shlex.quote(f"{train_env.rstrip('/')}/bin/python")
+    return f"gpuctl_py=python3\nif [ -x {py} ]; then gpuctl_py={py}; fi\n"
+
+
+def program_args(suite: Suite, peak_tflops: float) -> list[str]:
+    """The training program's options, the same for the per-node and the multi-node run
+    (so that the multi-node tokens/s compares with the per-node ones)."""
+    return ["--steps", str(suite.training_steps), "--model", suite.training_model,
+            "--step-timeout-s", str(suite.training_step_timeout_s), "--peak-tflops", f"{peak_tflops:g}"]
+
+
+def training_folder(spec: NodeSpec, run_id: str) -> str:
+    """The node's scratch folder for the program. It names the node: nodes that share a
+    filesystem (several `@local` targets, a shared /tmp) must not truncate each other's
+    program while it runs."""
+    return f"{SCRATCH}/{run_id}/{spec.node}"
+
+
+def training_script(spec: NodeSpec, suite: Suite, run_id: str, peak_tflops: float, train_env: str = TRAIN_ENV) -> str:
+    """Write the training program (sent on stdin) to the scratch folder and run it on this
+    node alone, with the training environment's python."""
+    folder = training_folder(spec, run_id)
     program = f"{folder}/train_smoke.py"
-    argv = ["python3", program, "--steps", str(suite.training_steps), "--nproc", str(spec.hardware.gpu_count),
-            "--peak-tflops", f"{peak_tflops:g}"]
+    argv = [program, "--nproc", str(spec.hardware.gpu_count), *program_args(suite, peak_tflops)]
+    return (preamble() + python_select(train_env) + f"mkdir -p {shlex.quote(folder)}\ncat > {shlex.quote(program)}\n"
+            + '"$gpuctl_py" ' + shlex.join(argv) + "\n")
+
+
+_PROBE = """import json, sys
+try:
+    import torch
+except ImportError:
+    print(json.dumps({"skipped": "no PyTorch", "python": sys.executable}))
+    sys.exit(0)
+cuda = torch.cuda.is_available()
+nccl = None
+if cuda:
+    try:
+        nccl = ".".join(str(x) for x in torch.cuda.nccl.version())
+    except Exception:
+        pass
+print(json.dumps({"python": sys.executable, "torch": torch.__version__, "cuda": torch.version.cuda,
+                  "cuda_available": cuda, "gpus": torch.cuda.device_count() if cuda else 0, "nccl": nccl}))
+"""
+
+
+def torch_probe_script(train_env: str = TRAIN_ENV) -> str:
+    """One JSON line: the python a node would train with, its torch, CUDA and NCCL, and the
+    GPUs torch sees (`gpuctl.parsers.training.parse_torch_probe`)."""
+    return (preamble() + python_select(train_env)
+            + "\"$gpuctl_py\" - <<'GPUCTL_PROBE'\n" + _PROBE + "GPUCTL_PROBE\n")
+
+
+def rdzv_endpoint(head: NodeSpec, port: int = TRAIN_RDZV_PORT) -> str:
+    """host:port of the c10d rendezvous: the first node's fabric address (else its own), as
+    for MPI (`mpi_host`); an IPv6 address in brackets."""
+    host = mpi_host(head)
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    return f"{host}:{port}"
+
+
+def rdzv_id(run_id: str) -> str:
+    """The rendezvous id: the run id with anything but [A-Za-z0-9_.-] replaced."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
+
+
+def ranks_per_node(spec: NodeSpec, suite: Suite, cuda: bool) -> int:
+    """One rank per GPU of the SKU; `training_cpu_ranks_per_node` on CPU (gloo)."""
+    return spec.hardware.gpu_count if cuda else suite.training_cpu_ranks_per_node
+
+
+def torchrun_argv(python: str, spec: NodeSpec, specs: Sequence[NodeSpec], suite: Suite, run_id: str,
+                  peak_tflops: float, cuda: bool) -> list[str]:
+    """One node's launcher: `python -m torch.distributed.run` (torchrun) with c10d rendezvous
+    on the first node of `specs` (that one hosts the store: is_host=1, the others 0), the
+    join and read timeouts, no restarts, this node's fabric address as its local address."""
+    head = specs[0]
+    program = f"{training_folder(spec, run_id)}/train_smoke.py"
+    is_host = 1 if spec.node == head.node else 0
+    conf = f"join_timeout={suite.training_rdzv_timeout_s},read_timeout={min(60, suite.training_rdzv_timeout_s)}," \
+           f"is_host={is_host}"
+    return [python, "-m", "torch.distributed.run",
+            "--nnodes", str(len(specs)), "--nproc-per-node", str(ranks_per_node(spec, suite, cuda)),
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint(head, suite.training_rdzv_port),
+            "--rdzv-id", rdzv_id(run_id),
+            "--rdzv-conf", conf, "--max-restarts", "0", "--local-addr", mpi_host(spec),
+            program, *program_args(suite, peak_tflops)]
+
+
+def training_env(spec: NodeSpec, specs: Sequence[NodeSpec]) -> dict[str, str]:
+    """The launcher's environment: the NCCL settings the multi-node nccl-tests run with
+    (`mpi_env`), gloo on the same fabric interface, and the node's inventory name (each rank
+    reports it with its checksum)."""
+    env = mpi_env(specs)
+    port = next((p for p in spec.fabric.ports if p.address), None)
+    if port is not None:
+        env["GLOO_SOCKET_IFNAME"] = port.interface
+    env["GPUCTL_NODE"] = spec.node
+    return env
+
+
+def training_multi_node_script(spec: NodeSpec, specs: Sequence[NodeSpec], argv: Sequence[str], run_id: str) -> str:
+    """On one node: write the program (stdin) to its scratch folder, then run its launcher
+    (`torchrun_argv`, which names that program) under the training environment (`training_env`)."""
+    folder = training_folder(spec, run_id)
+    program = f"{folder}/train_smoke.py"
+    env = [f"{k}={v}" for k, v in sorted(training_env(spec, specs).items())]
     return (preamble() + f"mkdir -p {shlex.quote(folder)}\ncat > {shlex.quote(program)}\n"
-            + shlex.join(argv) + "\n")
+            + "exec " + shlex.join(["env", *env, *argv]) + "\n")

@@ -96,12 +96,17 @@ def _kind_and_file(first: str, second: str | None) -> tuple[str | None, str]:
 @click.argument("file", metavar="FILE", required=False)
 @click.option("--sku", "sku_name", default=None, metavar="SKU",
               help="Judge against this SKU's thresholds (e.g. hgx-h100-80gb).")
+@click.option("--baseline", "baseline_file", default=None, metavar="FILE",
+              help="An earlier output of the same counter tool (nvlink-errors, ib-counters): the counters "
+                   "are judged by their change from it.")
 @json_option
 @handle_errors
-def analyze(kind_or_file: str, file: str | None, sku_name: str | None, as_json: bool) -> None:
+def analyze(kind_or_file: str, file: str | None, sku_name: str | None, baseline_file: str | None,
+            as_json: bool) -> None:
     kind, file = _kind_and_file(kind_or_file, file)
     sku = load_sku(sku_name) if sku_name else None
     text = _read(file)
+    baseline = _read(baseline_file) if baseline_file else None
     detected = None
     if kind is None:
         try:
@@ -110,7 +115,7 @@ def analyze(kind_or_file: str, file: str | None, sku_name: str | None, as_json: 
             raise ParseError(f"{file}: {exc}") from None
         if not as_json:
             click.echo(f"{file}: {detected}", err=True)
-    analysis = analyze_text(kind, text, sku, source=file)
+    analysis = analyze_text(kind, text, sku, source=file, baseline=baseline)
     if detected:
         analysis = replace(analysis, detected=detected)
     if as_json:

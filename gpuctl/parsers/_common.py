@@ -42,7 +42,7 @@ def quote(line: str, limit: int = 160) -> str:
 # The tools gpuctl reads (and the launchers and filters that run them): a line whose first
 # word is one of them, after an optional prompt, is a command line, not output.
 _COMMANDS = (
-    "nvidia-smi|nvidia-bug-report\\.sh|dcgmi|ibstat|ibstatus|ibv_devinfo|ibv_devices|ib_write_bw|ib_write_lat"
+    "nvidia-smi|nvidia-bug-report\\.sh|dcgmi|ibstat|ibstatus|ibv_devinfo|ibv_devices|perfquery|ib_write_bw|ib_write_lat"
     "|ib_read_bw|ib_read_lat|ib_send_bw|ib_send_lat|fio|nvbandwidth|gdsio|dmesg|journalctl|lspci"
     "|all_reduce_perf|all_gather_perf|alltoall_perf|broadcast_perf|reduce_scatter_perf|reduce_perf"
     "|sendrecv_perf|gather_perf|scatter_perf|hypercube_perf|mpirun|mpiexec|srun|sudo|grep|cat|tail|head|less"

@@ -29,8 +29,8 @@ class IbPort:
     number: int
     state: str  # Active, Down, Initializing, Armed
     physical_state: str  # LinkUp, Polling, Disabled, ...
-    rate_gbps: float
-    link_layer: str  # InfiniBand or Ethernet
+    rate_gbps: float | None  # None: not printed (`ibv_devinfo` without -v)
+    link_layer: str  # InfiniBand or Ethernet ("unknown" where a grepped paste lost the line)
     base_lid: int | None
     sm_lid: int | None
     port_guid: str | None
@@ -54,6 +54,7 @@ class IbCa:
     node_guid: str | None
     system_image_guid: str | None
     ports: tuple[IbPort, ...]
+    board_id: str | None = None  # ibv_devinfo's board_id (the PSID: MT_0000000838)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ import re
 from dataclasses import dataclass, replace
 
 from gpuctl.errors import ParseError
-from gpuctl.parsers._common import quote, require_text, to_float, to_int
+from gpuctl.parsers._common import quote, require_text, strip_ansi, to_float, to_int
 
 TOOL = "nccl-tests"
 
@@ -516,3 +516,30 @@ def parse_nccl_tests(text: str) -> NcclResult:
                f"the figures shown are run {worst.run}'s (the lowest large-message bus bandwidth)")
     notes = (summary, *dict.fromkeys(n for r in runs for n in r.notes))
     return replace(worst, notes=notes, runs=tuple(runs))
+
+
+# NCCL failures as a framework reports them (PyTorch's ProcessGroupNCCL):
+#   "torch.distributed.DistBackendError: NCCL error in: .../ProcessGroupNCCL.cpp:1333, unhandled system error ..."
+#   "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error."
+#   "socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host"   (after "Last error:")
+_FRAMEWORK_ERROR = re.compile(r"(NCCL error\b.*|\bnccl[A-Z]\w*Error:.*)$")
+# torchrun puts "[rank3]:" before each line a worker writes to stderr
+_TORCH_RANK = re.compile(r"^\[rank\d+\]:\s?")
+
+
+def nccl_problems(text: str) -> tuple[str, ...]:
+    """The NCCL warnings and errors anywhere in a log that is not an nccl-tests table (a
+    training job's output): each ``NCCL WARN`` line as "NCCL WARN <text>", each framework
+    ``NCCL error ...`` / ``nccl…Error: ...`` line, and the line after a ``Last error:``; in
+    order, without repeats. Launcher prefixes are removed as for nccl-tests output, and
+    torchrun's ``[rankN]:``."""
+    found: list[str] = []
+    lines = [_TORCH_RANK.sub("", _strip_prefix(line)) for line in strip_ansi(text or "").splitlines()]
+    for i, line in enumerate(lines):
+        if m := _WARN.search(line):
+            found.append("NCCL WARN " + m.group(1).strip())
+        elif m := _FRAMEWORK_ERROR.search(line):
+            found.append(m.group(1).strip())
+        elif line.strip() == "Last error:" and i + 1 < len(lines) and lines[i + 1].strip():
+            found.append("Last error: " + lines[i + 1].strip())
+    return tuple(dict.fromkeys(found))

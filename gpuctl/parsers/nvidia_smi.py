@@ -134,6 +134,17 @@ class GpuInfo:
     remap_failure: bool | None = None
     ecc_sram_uncorrectable: int | None = None  # aggregate SRAM part (not covered by row remapping)
     sram_threshold_exceeded: bool | None = None  # Hopper+: 'SRAM Threshold Exceeded'
+    # 'Clocks Event Reasons' (535+) / 'Clocks Throttle Reasons' (older): (reason, active) in the
+    # order printed, reason names as -q prints them ('HW Slowdown'); None: section absent
+    clock_events: tuple[tuple[str, bool], ...] | None = None
+    # 'Fabric' (NVSwitch and multi-node NVLink systems; N/A elsewhere); fabric_section: the output
+    # has the section at all (drivers before 535 and the CSV form do not)
+    fabric_section: bool = False
+    fabric_state: str | None = None  # Completed, In Progress, Not Started (N/A, Not Supported: None)
+    fabric_status: str | None = None  # Success, or the NVML error ('Insufficient Resources')
+    fabric_clique_id: str | None = None
+    fabric_cluster_uuid: str | None = None
+    fabric_health: str | None = None  # 'Health' / 'Summary' (Healthy, Unhealthy; GB200 and later)
 
     @property
     def label(self) -> str:
@@ -248,8 +259,37 @@ def _section(tree: Tree, *path: str) -> Tree:
     return node if isinstance(node, dict) else {}
 
 
+# reason names of the XML form (`clocks_event_reason_hw_slowdown`) as -q prints them
+CLOCK_EVENT_NAMES: dict[str, str] = {
+    "gpu_idle": "Idle", "applications_clocks_setting": "Applications Clocks Setting",
+    "sw_power_cap": "SW Power Cap", "hw_slowdown": "HW Slowdown", "hw_thermal_slowdown": "HW Thermal Slowdown",
+    "hw_power_brake_slowdown": "HW Power Brake Slowdown", "sync_boost": "Sync Boost",
+    "sw_thermal_slowdown": "SW Thermal Slowdown", "display_clocks_setting": "Display Clock Setting",
+}
+
+
+def _active(value: str | None, where: str) -> bool | None:
+    value = _clean(value)
+    if value is None:
+        return None
+    if value in ("Active", "Not Active"):
+        return value == "Active"
+    raise ParseError(f"{TOOL}: expected Active or Not Active, got {value!r} for {where}")
+
+
+def _q_clock_events(tree: Tree, where: str) -> tuple[tuple[str, bool], ...] | None:
+    sec = tree.get("Clocks Event Reasons", tree.get("Clocks Throttle Reasons"))
+    if not isinstance(sec, dict):
+        return None
+    out = []
+    for name, value in sec.items():
+        if isinstance(value, str) and (active := _active(value, f"{where} {name}")) is not None:
+            out.append((name, active))
+    return tuple(out)
+
+
 def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
-    where = f"GPU {bus}"
+    where = f"GPU {bus}" if bus else f"GPU section {index}"
     ecc = _section(tree, "ECC Errors")
     vol, agg = _section(ecc, "Volatile"), _section(ecc, "Aggregate")
 
@@ -270,10 +310,11 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
     remap = tree.get("Remapped Rows")
     remap = remap if isinstance(remap, dict) else {}
     link = _section(tree, "PCI", "GPU Link Info")
+    fabric = _section(tree, "Fabric")
     return GpuInfo(
         index=index,
         name=_clean(_get(tree, "Product Name")),
-        bus_id=_clean(_get(tree, "PCI", "Bus Id")) or bus,
+        bus_id=_clean(_get(tree, "PCI", "Bus Id")) or bus or None,
         uuid=_clean(_get(tree, "GPU UUID")),
         serial=_clean(_get(tree, "Serial Number")),
         driver_version=driver,
@@ -301,7 +342,18 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
         ecc_sram_uncorrectable=_sum([_int(v, where) for k, v in agg.items()
                                      if k.startswith("SRAM Uncorrectable") and isinstance(v, str)]),
         sram_threshold_exceeded=_bool(_get(agg, "SRAM Threshold Exceeded"), where),
+        clock_events=_q_clock_events(tree, where),
+        fabric_section="Fabric" in tree,
+        fabric_state=_clean(_get(fabric, "State")),
+        fabric_status=_clean(_get(fabric, "Status")),
+        fabric_clique_id=_clean(_get(fabric, "CliqueId") or _get(fabric, "Clique ID")),
+        fabric_cluster_uuid=_clean(_get(fabric, "ClusterUUID") or _get(fabric, "Cluster UUID")),
+        fabric_health=_clean(_get(fabric, "Health", "Summary")),
     )
+
+
+# the head of a -q section grepped out of its GPU's block: "    Fabric", "    Clocks Throttle Reasons"
+_FRAGMENT = re.compile(r"^[ \t]*(?:Fabric|Clocks Event Reasons|Clocks Throttle Reasons|ECC Errors)[ \t]*$", re.M)
 
 
 # Sections every GPU of a full `nvidia-smi -q` (no -d) has, Processes being the last but one
@@ -344,6 +396,9 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
             blocks[-1][1].append(line)
         elif m := _Q_TOP.match(line):
             top[m.group(1)] = m.group(2).strip()
+    if not blocks and (head := _FRAGMENT.search(text)):
+        # `nvidia-smi -q | grep -A8 Fabric`: one GPU's section without its 'GPU <bus id>' line
+        blocks.append(("", text[head.start():].splitlines()))
     if not blocks:
         raise ParseError(f"{TOOL} -q: no 'GPU 0000xxxx:xx:xx.x' section in the output")
     # A paste cut short (fewer GPU sections than 'Attached GPUs', a GPU block without its
@@ -356,7 +411,10 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
                        "of some GPUs only)")
     driver = _clean(top.get("Driver Version"))
     trees = [_q_tree(block) for _, block in blocks]
-    partial += _q_incomplete([bus for bus, _ in blocks], trees)
+    if not blocks[0][0]:
+        partial.append("a section without its 'GPU <bus id>' line (a grep of nvidia-smi -q): the GPU is not named")
+    else:
+        partial += _q_incomplete([bus for bus, _ in blocks], trees)
     elided = [n for n, kind, _ in noise_lines(raw) if kind == "elision"]
     if elided:
         partial.append(f"elided at line {', '.join(map(str, elided))}")
@@ -373,6 +431,22 @@ def _x(elem: ET.Element, path: str) -> str | None:
     if found is None or found.text is None:
         return None
     return found.text
+
+
+def _x_clock_events(gpu: ET.Element, where: str) -> tuple[tuple[str, bool], ...] | None:
+    for section, prefix in (("clocks_event_reasons", "clocks_event_reason_"),
+                            ("clocks_throttle_reasons", "clocks_throttle_reason_")):
+        sec = gpu.find(section)
+        if sec is None:
+            continue
+        out = []
+        for child in sec:
+            key = child.tag.removeprefix(prefix)
+            name = CLOCK_EVENT_NAMES.get(key, key)
+            if (active := _active(child.text, f"{where} {name}")) is not None:
+                out.append((name, active))
+        return tuple(out)
+    return None
 
 
 def _x_gpu(index: int, gpu: ET.Element, driver: str | None) -> GpuInfo:
@@ -418,6 +492,13 @@ def _x_gpu(index: int, gpu: ET.Element, driver: str | None) -> GpuInfo:
         ecc_sram_uncorrectable=_sum([_int(_x(gpu, f"ecc_errors/aggregate/{k}"), where) for k in (
             "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded")]),
         sram_threshold_exceeded=_bool(_x(gpu, "ecc_errors/aggregate/sram_threshold_exceeded"), where),
+        clock_events=_x_clock_events(gpu, where),
+        fabric_section=gpu.find("fabric") is not None,
+        fabric_state=_clean(_x(gpu, "fabric/state")),
+        fabric_status=_clean(_x(gpu, "fabric/status")),
+        fabric_clique_id=_clean(_x(gpu, "fabric/cliqueId")),
+        fabric_cluster_uuid=_clean(_x(gpu, "fabric/clusterUuid")),
+        fabric_health=_clean(_x(gpu, "fabric/health/summary")),
     )
 
 

@@ -72,6 +72,33 @@ def _marker(shape: str, x: float, y: float, r: float, color: str) -> str:
     return f'<circle {style} cx="{_f(x)}" cy="{_f(y)}" r="{_f(r)}"/>'
 
 
+def _draw_series(parts: list[str], i: int, label: str, legend: str, emulated: bool,
+                 xy: Sequence[tuple[float, float]], legend_x: float) -> None:
+    """Series `i`: its line through `xy` (pixels), hollow markers, and its legend entry right of
+    the plot. Colour, dash pattern and marker shape differ by index and markers shrink with it,
+    so coinciding series all stay visible."""
+    color = PALETTE[i % len(PALETTE)]
+    pattern = DASHES[i % len(DASHES)]
+    dash = f' stroke-dasharray="{pattern}"' if pattern else ""
+    shape = SHAPES[i % len(SHAPES)]
+    size = max(2.5, 6.0 - 1.2 * i)
+    mark = " (emulated)" if emulated else ""
+    pts = " ".join(f"{_f(x)},{_f(y)}" for x, y in xy)
+    parts.append(f'<g class="series-group" data-series="{escape(label)}" data-shape="{shape}" '
+                 f'data-dash="{pattern or "solid"}" data-emulated="{"yes" if emulated else "no"}">')
+    parts.append(f'<polyline class="series" data-series="{escape(label)}" fill="none" stroke="{color}" '
+                 f'stroke-width="2"{dash} points="{pts}"><title>{escape(label + mark)}</title></polyline>')
+    # markers, so a run with a single point still shows and coinciding series stay visible
+    parts.extend(_marker(shape, x, y, size, color) for x, y in xy)
+    parts.append("</g>")
+    legend = legend[:26 - len(mark)] + mark
+    ly = TOP + 10 + i * 18
+    parts.append(f'<line x1="{legend_x + 6}" y1="{ly}" x2="{legend_x + 34}" y2="{ly}" stroke="{color}" '
+                 f'stroke-width="2"{dash}/>')
+    parts.append(_marker(shape, legend_x + 20, ly, size, color))
+    parts.append(f'<text x="{legend_x + 40}" y="{ly + 4}">{escape(legend)}</text>')
+
+
 def nccl_chart(series: Sequence[dict[str, Any]], threshold: ThresholdLine | None = None,
                title: str = "NCCL bus bandwidth vs message size") -> str:
     """SVG for `series` = [{label, test, points: [[size_bytes, busbw_gb_s], …]}, …]."""
@@ -129,29 +156,64 @@ def nccl_chart(series: Sequence[dict[str, Any]], threshold: ThresholdLine | None
         parts.append(f'<text x="{LEFT + pw - 4}" y="{_f(y - 5)}" text-anchor="end" fill="#d62728">'
                      f"{escape(threshold.label)}</text>")
     for i, s in enumerate(drawn):
-        color = PALETTE[i % len(PALETTE)]
-        pattern = DASHES[i % len(DASHES)]
-        dash = f' stroke-dasharray="{pattern}"' if pattern else ""
-        shape = SHAPES[i % len(SHAPES)]
-        size = max(2.5, 6.0 - 1.2 * i)
-        xy = [(px(p[0]), py(p[1])) for p in sorted(s["points"]) if p[0] > 0]
-        pts = " ".join(f"{_f(x)},{_f(y)}" for x, y in xy)
         test = str(s.get("test", ""))
-        label = f"{s['label']} — {test}".rstrip(" —")
-        emulated = " (emulated)" if s.get("emulated") else ""
-        parts.append(f'<g class="series-group" data-series="{escape(label)}" data-shape="{shape}" '
-                     f'data-dash="{pattern or "solid"}" data-emulated="{"yes" if emulated else "no"}">')
-        parts.append(f'<polyline class="series" data-series="{escape(label)}" fill="none" stroke="{color}" '
-                     f'stroke-width="2"{dash} points="{pts}"><title>{escape(label + emulated)}</title></polyline>')
-        # markers, so a run with a single message size still shows and coinciding series stay visible
-        parts.extend(_marker(shape, x, y, size, color) for x, y in xy)
-        parts.append("</g>")
         legend = str(s["label"]) if test.startswith("all_reduce") else f"{s['label']} · {test}"
-        legend = legend[:26 - len(emulated)] + emulated
-        ly = TOP + 10 + i * 18
-        parts.append(f'<line x1="{LEFT + pw + 6}" y1="{ly}" x2="{LEFT + pw + 34}" y2="{ly}" stroke="{color}" '
-                     f'stroke-width="2"{dash}/>')
-        parts.append(_marker(shape, LEFT + pw + 20, ly, size, color))
-        parts.append(f'<text x="{LEFT + pw + 40}" y="{ly + 4}">{escape(legend)}</text>')
+        _draw_series(parts, i, f"{s['label']} — {test}".rstrip(" —"), legend, bool(s.get("emulated")),
+                     [(px(p[0]), py(p[1])) for p in sorted(s["points"]) if p[0] > 0], LEFT + pw)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def loss_chart(series: Sequence[dict[str, Any]], title: str = "Training loss per step") -> str:
+    """SVG for `series` = [{label, points: [[step, loss], …], emulated?}, …]: linear step and
+    loss axes (the loss from 0), one line per run (the run across nodes, each node alone), drawn
+    like the NCCL chart's series so that coinciding runs all stay visible. Non-finite losses
+    are left out of the line (the verdict fails them)."""
+    drawn = [{**s, "points": [p for p in s.get("points", []) if math.isfinite(p[1])]} for s in series]
+    drawn = [s for s in drawn if s["points"]]
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="loss-chart" role="img" '
+            f'aria-label="{escape(title)}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+            f'font-family="sans-serif" font-size="12">')
+    parts = [head, f"<title>{escape(title)}</title>",
+             f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>']
+    if not drawn:
+        parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" fill="#555">'
+                     "no training steps in this run</text></svg>")
+        return "".join(parts)
+    steps = [p[0] for s in drawn for p in s["points"]]
+    x_lo, x_hi = min(steps), max(steps)
+    if x_hi - x_lo < 1:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    y_top = max(max(p[1] for s in drawn for p in s["points"]) * 1.1, 1e-9)
+    step = _nice_step(y_top)
+    y_top = math.ceil(y_top / step) * step
+    pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def px(x: float) -> float:
+        return LEFT + (x - x_lo) / (x_hi - x_lo) * pw
+
+    def py(v: float) -> float:
+        return TOP + ph - (max(v, 0.0) / y_top) * ph
+
+    parts.append(f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{escape(title)}</text>')
+    v = 0.0
+    while v <= y_top + 1e-9:
+        y = py(v)
+        parts.append(f'<line x1="{LEFT}" y1="{_f(y)}" x2="{LEFT + pw}" y2="{_f(y)}" stroke="#e5e5e5"/>')
+        parts.append(f'<text x="{LEFT - 6}" y="{_f(y + 4)}" text-anchor="end">{v:g}</text>')
+        v += step
+    x_step = max(1, int(_nice_step(x_hi - x_lo)))
+    tick = math.ceil(x_lo / x_step) * x_step
+    while tick <= x_hi:
+        x = px(tick)
+        parts.append(f'<line x1="{_f(x)}" y1="{TOP + ph}" x2="{_f(x)}" y2="{TOP + ph + 5}" stroke="#333"/>')
+        parts.append(f'<text x="{_f(x)}" y="{TOP + ph + 18}" text-anchor="middle">{tick:g}</text>')
+        tick += x_step
+    parts.append(f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>')
+    parts.append(f'<text x="{LEFT + pw / 2}" y="{HEIGHT - 12}" text-anchor="middle">step</text>')
+    parts.append(f'<text transform="translate(16 {TOP + ph / 2}) rotate(-90)" text-anchor="middle">loss</text>')
+    for i, s in enumerate(drawn):
+        _draw_series(parts, i, str(s["label"]), str(s["label"]), bool(s.get("emulated")),
+                     [(px(p[0]), py(p[1])) for p in sorted(s["points"])], LEFT + pw)
     parts.append("</svg>")
     return "".join(parts)

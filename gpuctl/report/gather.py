@@ -18,7 +18,9 @@ Stage shapes consumed (adapters: `verify_section`, `bench_section`):
   {name: {status, unreachable_reason, counts{pass, fail, skip, error}, failed[{check,
   expected, found, remediation, message}], could_not_run[…], checks[{check, role,
   status, expected, found, remediation, message}]}}}
-- `stages/bench.json`: see `gpuctl.bench.run.run_bench`.
+- `stages/bench.json`: see `gpuctl.bench.run.run_bench`; its `training` (the run across
+  nodes) and the cluster results of the tests `training_launchers` / `training_multi_node`
+  make the training section (`training_section`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.errors import InputError
-from gpuctl.report.chart import ThresholdLine, nccl_chart, size_label
+from gpuctl.report.chart import ThresholdLine, loss_chart, nccl_chart, size_label
 from gpuctl.runrecord import RunRecord, now_iso, runs_root, sha256_file
 
 log = logging.getLogger(__name__)
@@ -267,6 +269,93 @@ def bench_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[s
             "details": details}
 
 
+TRAINING_TESTS = ("training_launchers", "training_multi_node")
+
+
+NOT_JUDGED = "reported, not judged"
+
+
+def _verdict(rows: list[dict[str, Any]], *checks: str) -> dict[str, Any] | None:
+    """The first row of the first of `checks` that is there: status, figure, threshold, source,
+    and `detail` (its message without the subject's label in front); `note` says why a figure
+    was not judged."""
+    for check in checks:
+        for r in rows:
+            if r["check"] == check:
+                judged = r["status"] in ("pass", "warn", "fail")
+                detail = r["message"].removeprefix(f"{r['subject']}: ")
+                reason = r["source"].removesuffix(f"; {NOT_JUDGED}")
+                # a figure the bench did not judge (gloo on CPU): say so and why; no figure: what it said
+                figure = r["status"] == "not-applicable" and r["number"] is not None and reason
+                note = "" if judged else (f"{NOT_JUDGED}: {reason}" if figure else detail)
+                return {"check": r["check"], "status": r["status"], "value": r["value"], "number": r["number"],
+                        "unit": r["unit"], "threshold": r["threshold"], "source": r["source"],
+                        "message": r["message"], "detail": detail, "note": note, "emulated": r["emulated"],
+                        "judged": judged}
+    return None
+
+
+def training_section(stage: dict[str, Any] | None) -> dict[str, Any]:
+    """The training run across nodes: bench.json's `training` (loss per step, ranks, tokens/s,
+    versions) beside the verdicts the bench made on it (loss falls, ranks agree, tokens/s per
+    GPU, scaling efficiency, MFU, each launcher). Nothing is judged here: statuses, thresholds
+    and sources are the bench's."""
+    stage = stage or {}
+    t = stage.get("training") or {}
+    thresholds = stage.get("thresholds") or {}
+    rows = [_bench_row(r, thresholds) for r in (stage.get("cluster") or {}).get("results", [])
+            if r.get("test") in TRAINING_TESTS]
+    if not t and not rows:
+        return {"available": False}
+    nodes = list(t.get("nodes") or [])
+    loss = [[p[0], p[1]] for p in t.get("loss") or []]
+    emulated = next((r["emulated"] for r in rows if r["emulated"]), "")
+    series = []
+    if loss:
+        series.append({"label": f"{len(nodes)} nodes (torchrun)", "points": loss, "emulated": emulated})
+    series += [{"label": f"{node} alone", "points": pts, "emulated": emulated}
+               for node, pts in (t.get("single_node_loss") or {}).items() if pts]
+    for s in series:
+        pts = s["points"]
+        s["text"] = (f"{fmt_number(float(pts[0][1]))} → {fmt_number(float(pts[-1][1]))} over {len(pts)} steps"
+                     if pts else "")
+    per_rank = _verdict(rows, "train_tokens_per_s_per_gpu")
+    versions = t.get("versions") or {}
+    per_node = [{"node": node, **{k: v.get(k) for k in ("python", "torch", "cuda", "nccl", "gpus")}}
+                for node, v in versions.items()]
+    distinct = {(v["torch"], v["cuda"], v["nccl"]) for v in per_node}
+    ran = t.get("ran") or {}
+    single = t.get("single_node_tokens_per_s") or {}
+    return {
+        "available": True,
+        "status": _summary_status([r["status"] for r in rows]),
+        "subject": f"{len(nodes)} nodes" if nodes else "",
+        "nodes": nodes, "head": t.get("head", ""), "endpoint": t.get("endpoint", ""),
+        "rank0_node": t.get("rank0_node", ""), "backend": t.get("backend", ""), "model": t.get("model", ""),
+        "world_size": t.get("world_size"),
+        "finished": "loss" in t,
+        "series": series,
+        "loss": _verdict(rows, "train_loss_falls"),
+        "ranks_agree": _verdict(rows, "train_ranks_agree"),
+        "ranks": [{"rank": r.get("rank"), "node": r.get("node", ""), "host": r.get("host", ""),
+                   "checksum": r.get("checksum", ""), "differs": bool(r.get("differs"))} for r in t.get("ranks") or []],
+        "tokens_per_s": fmt_value(t.get("tokens_per_s"), "tokens/s"),
+        "tokens_per_s_per_gpu": fmt_value(t.get("tokens_per_s_per_rank"), per_rank["unit"] if per_rank else
+                                          "tokens/s per rank"),
+        "single_node": [{"node": n, "tokens_per_s": fmt_value(v, "tokens/s")} for n, v in single.items()],
+        "scaling": _verdict(rows, "train_scaling_efficiency"),
+        "mfu": _verdict(rows, "train_mfu_fraction", "train_tflops"),
+        "launchers": [{"node": r["subject"], "status": r["status"], "message": r["message"]}
+                      for r in rows if r["check"] == "train_launcher"],
+        "problems": [{"status": r["status"], "message": r["message"]} for r in rows if r["check"] == "training"],
+        "ran": {"torch": ran.get("torch") or "", "cuda": ran.get("cuda") or "none",
+                "nccl": ran.get("nccl") or "none"} if ran else None,
+        "versions": per_node,
+        "versions_differ": len(distinct) > 1,
+        "emulated": emulated,
+    }
+
+
 def emulated_summary(bench: dict[str, Any]) -> dict[str, Any] | None:
     """How many bench figures came from lab stand-ins or emulated devices, and why (None: none)."""
     rows = bench["results"] + bench["cluster_results"]
@@ -318,6 +407,7 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
         inventory, matrix = resolved if resolved else ({}, {})
     verify = verify_section(stages.get("verify"), chosen.get("verify"))
     bench = bench_section(stages.get("bench"), chosen.get("bench"))
+    training = training_section(stages.get("bench"))
     thresholds = bench_stage.get("thresholds") or {}
     nodes = sorted(set(inventory.get("nodes", [])) | {r["node"] for r in verify["rows"]}
                    | {n["node"] for n in bench["nodes"]})
@@ -352,6 +442,8 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
         "verify": verify,
         "bench": bench,
         "chart_svg": _chart(bench, thresholds),
+        "training": training,
+        "training_chart_svg": loss_chart(training["series"]) if training["available"] else "",
         "failures": failures,
         "remediation_counts": dict(sorted(Counter(f["remediation"] for f in failures if f["remediation"]).items())),
         "meta": {

@@ -27,11 +27,13 @@ from pyinfra.api import deploy, operation
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.packages import read_packages
 from gpuctl.facts.system import CommandPaths, FileStates
+from gpuctl.knobs import tokens
 from gpuctl.operations import (
     fetch_verified,
     install_packages,
     read_template_file,
     role_knobs,
+    sh,
     write_file,
 )
 from gpuctl.spec import NodeSpec
@@ -66,13 +68,12 @@ def build_nccl_tests(tarball: str, build_dir: str, cuda_home: str, mpi_home: str
 
 
 @operation(is_idempotent=False)
-def compile_bwprobe(nvcc: str, source: str, binary: str, flags: str, skip_reason: str = ""):
-    """Compile the probe with the installed nvcc."""
+def compile_bwprobe(nvcc: str, source: str, binary: str, flags: list[str], skip_reason: str = ""):
+    """Compile the probe with the installed nvcc; `flags` are argv tokens (each quoted)."""
     if skip_reason:
         host.noop(skip_reason)
         return
-    yield (f"{shlex.quote(nvcc)} {flags} -o {shlex.quote(binary + '.new')} {shlex.quote(source)}"
-           f" && mv {shlex.quote(binary + '.new')} {shlex.quote(binary)}")
+    yield f"{sh(nvcc, *flags, '-o', binary + '.new', source)} && {sh('mv', binary + '.new', binary)}"
 
 
 @deploy("bench_tools")
@@ -134,6 +135,7 @@ def install() -> None:
         return found
 
     compile_bwprobe(name=f"Compile the GPU bandwidth probe with CUDA {cuda_xy} nvcc", nvcc=nvcc, source=probe_src,
-                    binary=probe_bin, flags=str(k["bench_tools_bwprobe_nvcc_flags"]), skip_reason=by_probe_pkg,
+                    binary=probe_bin, skip_reason=by_probe_pkg,
+                    flags=tokens("bench_tools_bwprobe_nvcc_flags", k["bench_tools_bwprobe_nvcc_flags"]),  # type: ignore[arg-type]
                     _if=[lambda: bool(by_probe_pkg) or src.did_change() or not probe_built,
                          lambda: bool(by_probe_pkg) or nvcc_present()])

@@ -53,7 +53,7 @@ def sudoers_file(path: str, content: str, current_sha256: str | None):
     q, qt = shlex.quote(path), shlex.quote(tmp)
     yield FileUploadCommand(StringIO(content), tmp)
     yield (f"chown root:root {qt} && chmod 0440 {qt} && visudo -cf {qt} && mv -f {qt} {q}"
-           f" || {{ rm -f {qt}; echo 'visudo rejected the sudoers rule for {name}' >&2; exit 1; }}")
+           f" || {{ rm -f {qt}; echo {shlex.quote(f'visudo rejected the sudoers rule for {name}')} >&2; exit 1; }}")
 
 
 @operation(is_idempotent=False)

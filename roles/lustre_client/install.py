@@ -21,7 +21,7 @@ from pyinfra.operations import files
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.packages import read_packages
 from gpuctl.facts.storage import KernelModuleVersion, MountSource, TextFile
-from gpuctl.operations import fail_host, hold_packages, install_packages, render
+from gpuctl.operations import fail_host, fstab_fields, hold_packages, install_packages, render, sh
 from gpuctl.spec import LustreSpec
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def module_built(module: str, version: str) -> Any:
         yield from fail_host._inner(reason=f"{module} for the running kernel is {found or 'missing'}, not {version}: "
                                        "the DKMS/kmod build did not produce it (see `dkms status`)")
         return
-    yield f": check {module} {version} is built for $(uname -r)"
+    yield f": check {shlex.quote(module)} {shlex.quote(version)} is built for \"$(uname -r)\""
 
 
 @operation()
@@ -93,7 +93,7 @@ def mounted(source: str, mount: str) -> Any:
     if now:
         yield from fail_host._inner(reason=f"{mount} is mounted from {now.get('source')}, not {source}")
         return
-    yield f"mkdir -p {shlex.quote(mount)} && mount {shlex.quote(mount)}"
+    yield f"{sh('mkdir', '-p', mount)} && {sh('mount', mount)}"
 
 
 @deploy("lustre_client: install")
@@ -115,5 +115,5 @@ def install() -> None:
                  module=d["lustre_client_module"], version=comp.version)
     opts = mount_options(lustre, d["lustre_client_mount_options_extra"])
     fstab_line(name=f"Mount {lustre.source} at {lustre.mount} from /etc/fstab (_netdev, after the fabric)",
-               line=f"{lustre.source} {lustre.mount} lustre {opts} 0 0", mount=lustre.mount)
+               line=fstab_fields(lustre.source, lustre.mount, "lustre", opts, 0, 0), mount=lustre.mount)
     mounted(name=f"Mount {lustre.mount}", source=lustre.source, mount=lustre.mount)

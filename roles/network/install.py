@@ -34,7 +34,7 @@ from gpuctl.facts.network import (
     roce_v2_ipv4_gid_index,
 )
 from gpuctl.facts.storage import TextFile
-from gpuctl.paths import templates_dir
+from gpuctl.operations import sh, template_env
 from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,7 @@ def defaults() -> dict[str, Any]:
 
 @cache
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "network")),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    return template_env("network", trim=False)
 
 
 def render(template: str, **data: Any) -> str:
@@ -142,7 +141,7 @@ def modules_loaded(names: list[str]) -> Any:
         host.noop(f"{', '.join(names)} loaded")
         return
     for n in missing:
-        yield f"modprobe {shlex.quote(n)}"
+        yield sh("modprobe", n)
 
 
 @operation()
@@ -161,7 +160,7 @@ def unit_running(unit: str) -> Any:
     if enabled == "enabled" and active == "active":
         host.noop(f"{unit} is enabled and active")
         return
-    yield f"systemctl daemon-reload && systemctl enable --now {shlex.quote(unit)}"
+    yield f"systemctl daemon-reload && {sh('systemctl', 'enable', '--now', unit)}"
 
 
 @operation()
@@ -175,19 +174,20 @@ def firewall_open(ifnames: list[str], udp_port: int | None) -> Any:
     cmds = []
     if fw.active == "firewalld":
         trusted = next((x.split(":", 1)[1].split() for x in fw.rules.splitlines() if "interfaces:" in x), [])
-        cmds += [f"firewall-cmd --permanent --zone=trusted --add-interface={shlex.quote(i)}"
+        cmds += [sh("firewall-cmd", "--permanent", "--zone=trusted", f"--add-interface={i}")
                  for i in ifnames if i not in trusted]
         if port and port not in fw.rules:
             cmds.append(f"firewall-cmd --permanent --zone=trusted --add-port={port}")
         if cmds:
             cmds.append("firewall-cmd --reload")
     elif fw.active == "ufw":
-        cmds += [f"ufw allow in on {shlex.quote(i)} comment gpuctl-fabric" for i in ifnames
+        cmds += [sh("ufw", "allow", "in", "on", i, "comment", "gpuctl-fabric") for i in ifnames
                  if f"on {i}" not in fw.rules]
         if port and port not in fw.rules:
             cmds.append(f"ufw allow {port} comment gpuctl-rdma")
     else:  # nftables: runtime rules in the standard inet filter input chain
-        cmds += [f"nft insert rule inet filter input iifname {shlex.quote(i)} accept comment gpuctl-fabric"
+        cmds += [sh("nft", "insert", "rule", "inet", "filter", "input", "iifname", i, "accept", "comment",
+                    "gpuctl-fabric")
                  for i in ifnames if f'iifname "{i}"' not in fw.rules]
         if port and "4791" not in fw.rules:
             cmds.append(f"nft insert rule inet filter input udp dport {udp_port} accept comment gpuctl-rdma")
@@ -238,7 +238,7 @@ def nccl_conf(spec: NodeSpec, path: str) -> Any:
             if state.is_executing:
                 yield from _fail_commands(f"cannot render {path}: {why}")
             else:
-                yield StringCommand(f": render {path} once the RoCE v2 GID index is known ({why})")
+                yield StringCommand(sh(":", f"render {path} once the RoCE v2 GID index is known ({why})"))
             return
         note = f"NCCL_IB_GID_INDEX discovered: RoCE v2 IPv4 GID of {', '.join(p.hca for p in spec.fabric.ports)}"
     content = render("nccl.conf.j2", gid_note=note, settings=nccl_settings(spec, index))
@@ -384,7 +384,7 @@ def install() -> None:
                 "roce-qos.service.j2", ports=", ".join(p["hca"] for p in qos_ports), script=script))
             unit_running(name=f"Enable {unit}", unit=unit)
             server.shell(name="Apply RoCE v2 mode, DSCP trust, PFC and ECN now",
-                         commands=["systemctl daemon-reload", f"systemctl restart {unit}"],
+                         commands=["systemctl daemon-reload", sh("systemctl", "restart", unit)],
                          _if=lambda: bool(s.did_change() or u.did_change()))
 
     # 6. firewall, 7. nccl.conf

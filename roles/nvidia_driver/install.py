@@ -30,8 +30,17 @@ from gpuctl.deploy_context import node_spec
 from gpuctl.facts.nvidia import NvidiaModule, NvidiaModuleState
 from gpuctl.facts.packages import DnfModuleStreams, PackageSnapshot, read_packages
 from gpuctl.facts.system import ServiceStates
+from gpuctl.knobs import command_argv
 from gpuctl.matrix import Package
-from gpuctl.operations import dnf_module_enable, ensure_services, hold_packages, install_packages, role_knobs
+from gpuctl.operations import (
+    dnf_module_enable,
+    ensure_services,
+    fail_host,
+    hold_packages,
+    install_packages,
+    role_knobs,
+    sh,
+)
 from gpuctl.runner.reboot import rolling_reboot
 from gpuctl.spec import NodeSpec
 
@@ -132,9 +141,17 @@ def install() -> None:
     check_boot_module(name=f"Check nvidia {ver} is built for the kernel the node boots",
                       decision=decision, _if=decision.needed)
     timeout = k["nvidia_driver_reboot_timeout_s"]
+    # a command knob is a choice among known commands, run as its argv (gpuctl.knobs), never as text
+    argv = command_argv("nvidia_driver_confirm_command", str(k["nvidia_driver_confirm_command"]))
+    if argv is None:
+        fail_host(name="Refuse an unknown driver confirm command",
+                  reason=f"nvidia_driver_confirm_command {str(k['nvidia_driver_confirm_command'])!r} is not a known "
+                         "command (gpuctl.knobs.CONFIRM_COMMANDS)")
+        return
+    confirm = sh(*argv)
     rolling_reboot(name=f"Reboot to load NVIDIA driver {ver}",
                    reason=f"the loaded nvidia module is not {ver}",
-                   confirm_command=str(k["nvidia_driver_confirm_command"]), confirm_output=ver,
+                   confirm_command=confirm, confirm_output=ver,
                    delay_s=float(k["nvidia_driver_reboot_delay_s"]),  # type: ignore[arg-type]
                    interval_s=float(k["nvidia_driver_reboot_interval_s"]),  # type: ignore[arg-type]
                    timeout_s=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]

@@ -20,6 +20,8 @@ from pyinfra.operations import apt, dnf, server
 
 from gpuctl.deploy_context import node_spec, run_options
 from gpuctl.facts.storage import FsUuid, MdDetail, MountSource, TextFile, read_storage_facts
+from gpuctl.knobs import command_argv, tokens
+from gpuctl.operations import fstab_fields, sh
 from gpuctl.storage_safety import RaidPlan, describe, plan_raid
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ def mdadm_conf(array: str, conf: str) -> Any:
     a, c = shlex.quote(array), shlex.quote(conf)
     yield (
         f"line=$(mdadm --detail --brief {a}) && [ -n \"$line\" ] || "
-        f"{{ echo 'gpuctl: {array} is not running' >&2; exit 1; }}; "
+        f"{{ echo {shlex.quote(f'gpuctl: {array} is not running')} >&2; exit 1; }}; "
         f"uuid=$(printf '%s\\n' \"$line\" | sed -n 's/.*UUID=\\([^ ]*\\).*/\\1/p'); "
         f"mkdir -p $(dirname {c}) && touch {c} && "
         f"awk -v dev={a} -v u=\"UUID=$uuid\" '!($1 == \"ARRAY\" && ($2 == dev || index($0, u)))' {c} > {c}.gpuctl && "
@@ -89,10 +91,10 @@ def fstab_entry(array: str, mount: str, fs: str, options: str, passno: int) -> A
         host.noop(f"/etc/fstab already mounts UUID={uuid} at {mount}")
         return
     a, m = shlex.quote(array), shlex.quote(mount)
-    rest = shlex.quote(f" {mount} {fs} {options} 0 {passno}")
+    rest = shlex.quote(" " + fstab_fields(mount, fs, options, "0", passno))  # ValueError on a blank/control char
     yield (
         f"uuid=$(blkid -s UUID -o value {a}) && [ -n \"$uuid\" ] || "
-        f"{{ echo 'gpuctl: {array} carries no filesystem UUID' >&2; exit 1; }}; "
+        f"{{ echo {shlex.quote(f'gpuctl: {array} carries no filesystem UUID')} >&2; exit 1; }}; "
         f"awk -v m={m} '$1 ~ /^#/ || $2 != m' /etc/fstab > /etc/fstab.gpuctl && "
         f"printf 'UUID=%s%s\\n' \"$uuid\" {rest} >> /etc/fstab.gpuctl && mv /etc/fstab.gpuctl /etc/fstab && "
         "(systemctl daemon-reload 2>/dev/null || true)"
@@ -109,7 +111,7 @@ def mounted(array: str, mount: str) -> Any:
     if now:
         yield from _fail_commands(f"gpuctl: {mount} is mounted from {now.get('source')}, not {array}")
         return
-    yield f"mkdir -p {shlex.quote(mount)} && mount {shlex.quote(mount)}"
+    yield f"{sh('mkdir', '-p', mount)} && {sh('mount', mount)}"
 
 
 def _create_command(plan: RaidPlan, chunk_kib: int, name: str, metadata: str) -> str:
@@ -124,16 +126,17 @@ def _create_command(plan: RaidPlan, chunk_kib: int, name: str, metadata: str) ->
     return (
         f"for d in {checks}; do s=$(wipefs -i -O TYPE,OFFSET \"$d\") || exit 1; "
         "if [ -n \"$s\" ]; then echo \"gpuctl: refusing mdadm --create: $d now carries $s\" >&2; exit 1; fi; done; "
-        f"mdadm --create {shlex.quote(plan.array)} {' '.join(shlex.quote(o) for o in opts)} {checks}"
+        + sh("mdadm", "--create", plan.array, *opts, *plan.devices)
     )
 
 
-def _mkfs_command(array: str, fs: str, options: str) -> str:
+def _mkfs_command(array: str, fs: str, options: str | list[str]) -> str:
+    """mkfs.<fs> with the knob's option tokens (each quoted), after a re-check for signatures."""
     a = shlex.quote(array)
     return (
         f"s=$(wipefs -i -O TYPE,OFFSET {a}) || exit 1; "
         f"if [ -n \"$s\" ]; then printf 'gpuctl: refusing mkfs: %s already carries %s\\n' {a} \"$s\" >&2; exit 1; fi; "
-        f"mkfs.{shlex.quote(fs)} {' '.join(shlex.quote(o) for o in shlex.split(options))} {a}"
+        + sh(f"mkfs.{fs}", *tokens("nvme_raid_mkfs_options", options), array)
     )
 
 
@@ -175,7 +178,7 @@ def install() -> None:
         if plan.wipe:
             server.shell(
                 name=f"Erase signatures on {', '.join(plan.wipe)} (storage.raid.wipe with --allow-wipe)",
-                commands=[f"wipefs -a {shlex.quote(w)}" for w in plan.wipe],
+                commands=[sh("wipefs", "-a", w) for w in plan.wipe],
             )
         made = server.shell(
             name=f"Create {plan.array} RAID{plan.level} over {', '.join(plan.devices)}",
@@ -189,14 +192,19 @@ def install() -> None:
     elif plan.action == "assemble":
         server.shell(
             name=f"Assemble {plan.array} (UUID {plan.uuid}) from {', '.join(plan.devices)}",
-            commands=[f"mdadm --assemble {shlex.quote(plan.array)} --uuid={shlex.quote(plan.uuid or '')} "
-                      + " ".join(shlex.quote(x) for x in plan.devices)],
+            commands=[sh("mdadm", "--assemble", plan.array, f"--uuid={plan.uuid or ''}", *plan.devices)],
         )
 
     conf = mdadm_conf(name=f"Record {plan.array} in {d['nvme_raid_mdadm_conf'][pm]}", array=plan.array,
                       conf=d["nvme_raid_mdadm_conf"][pm])
+    initramfs = str(d["nvme_raid_initramfs_command"][pm])
+    argv = command_argv("nvme_raid_initramfs_command", initramfs)
+    if argv is None:  # a command knob is a choice among known commands (gpuctl.knobs), never free text
+        fail(name="Refuse an unknown initramfs command", message=f"nvme_raid_initramfs_command {initramfs!r} is not "
+             "a known command (gpuctl.knobs.INITRAMFS_COMMANDS)")
+        return
     server.shell(name="Rebuild the initramfs so the array assembles at boot",
-                 commands=[d["nvme_raid_initramfs_command"][pm]], _if=conf.did_change)
+                 commands=[sh(*argv)], _if=conf.did_change)
     fstab_entry(name=f"Mount {plan.array} at {raid.mount} from /etc/fstab (nofail)", array=plan.array,
                 mount=raid.mount, fs=raid.fs, options=d["nvme_raid_mount_options"], passno=d["nvme_raid_fsck_pass"])
     mounted(name=f"Mount {raid.mount}", array=plan.array, mount=raid.mount)

@@ -32,7 +32,7 @@ from pyinfra.operations import systemd
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.system import FileState, FileStates
 from gpuctl.mirror import user_ports
-from gpuctl.operations import role_knobs
+from gpuctl.operations import one_line_value, role_knobs
 from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
 
@@ -47,7 +47,7 @@ def knobs() -> dict[str, Any]:
 def render_conf(**values: Any) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir() / "package_mirror")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
+                             trim_blocks=True, lstrip_blocks=True, finalize=one_line_value)
     return env.get_template("acng.conf.j2").render(**values)
 
 

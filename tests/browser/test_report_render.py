@@ -8,6 +8,7 @@ chromium binary is installed.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import re
 import shutil
@@ -167,8 +168,59 @@ def lab_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return html
 
 
-def test_no_horizontal_overflow_at_1280(report_html: Path, lab_report_html: Path, tmp_path: Path) -> None:
-    for report in (report_html, lab_report_html):
+@pytest.fixture(scope="module")
+def training_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report of the real bench record of the two-launcher training run (gloo on this
+    machine's CPU: tests/data/report/SOURCES.md), one rank's host name made long, and a verify
+    run of the same inventory."""
+    tmp = tmp_path_factory.mktemp("training-report")
+    bench = json.loads((H.DATA / "bench-training-cpu-real.json").read_text())
+    bench["training"]["ranks"][1]["host"] = "a-very-long-host-name-" * 6
+    H._run(tmp / "runs", "20250101T093000-verify", "verify", H.SHA, {"verify": H._verify("gpu-02")}, "fail")
+    H._run(tmp / "runs", "20250101T100000-bench", "bench", H.SHA, {"bench": bench})
+    html = tmp / "training-report.html"
+    html.write_text(render(build_report("latest", tmp / "runs", H.NOW), "html"))
+    return html
+
+
+def test_training_chart_drawn_with_every_series_visible(training_report_html: Path, tmp_path: Path) -> None:
+    """Issue 16 item 6: the loss chart is laid out by Chromium: one drawn line per run (the run
+    across both nodes, each node alone); the three runs' losses coincide (same seed, same data)
+    and all three stay visible."""
+    layout = _probe(training_report_html, tmp_path)
+    series = layout["series"]
+    assert [s["series"] for s in series] == ["2 nodes (torchrun)", "gpu-01 alone", "gpu-02 alone"]
+    for s in series:
+        assert len(s["markers"]) == 16 and all(m[2] > 3 for m in s["markers"]), s["series"]
+        assert s["length"] > 300 and s["width"] > 300 and s["height"] > 20, s["series"]
+    for key in ("dash", "stroke", "shape"):
+        assert len({s[key] for s in series}) == 3, key
+    for a, b in itertools.pairwise(series):  # coinciding points, the earlier markers larger
+        assert [[round(c, 1) for c in m[:2]] for m in a["markers"]] == [[round(c, 1) for c in m[:2]]
+                                                                        for m in b["markers"]]
+        assert min(m[2] for m in a["markers"]) > max(m[2] for m in b["markers"])
+    proc = _chromium(tmp_path, "--dump-dom", training_report_html.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert dom.index('id="training-line"') < dom.index('id="failures"') < dom.index('<section id="training">')
+    assert '<svg xmlns="http://www.w3.org/2000/svg" class="loss-chart"' in dom
+    assert re.findall(r'<tr class="rank-row" data-rank="(\d)" data-node="([^"]+)" data-differs="(\w+)"', dom) == [
+        ("0", "gpu-01", "no"), ("1", "gpu-02", "no")]
+
+
+def test_screenshot_of_the_training_report(training_report_html: Path, tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "training-report-1280.png"
+    shot.unlink(missing_ok=True)
+    proc = _chromium(tmp_path, "--window-size=1280,3000", f"--screenshot={shot}", training_report_html.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_no_horizontal_overflow_at_1280(report_html: Path, lab_report_html: Path, training_report_html: Path,
+                                        tmp_path: Path) -> None:
+    for report in (report_html, lab_report_html, training_report_html):
         layout = _probe(report, tmp_path)
         assert layout["viewport"] == 1280
         assert layout["scrollWidth"] <= layout["viewport"], layout["wide"]

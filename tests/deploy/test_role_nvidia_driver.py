@@ -178,11 +178,12 @@ def test_driver_upgrade_moves_the_installed_fabric_manager_in_the_same_transacti
 
     new = "580.126.16"
     src = load_matrix("r580-cuda13.0")
-    variant = tmp_path / "r580-new.yaml"
+    # an inventory names its matrix (issue 17: no paths); a site matrix lives in matrices/ beside it
+    (tmp_path / "new" / "matrices").mkdir(parents=True)
+    variant = tmp_path / "new" / "matrices" / "r580-new.yaml"
     variant.write_text(src.path.read_text().replace(VER, new).replace("name: r580-cuda13.0", "name: r580-new"))
     old_specs = fake.specs(inventory(tmp_path, "debian12"), limit=["gpu-01"])
-    (tmp_path / "new").mkdir()
-    inv = inventory(tmp_path / "new", "debian12", matrix=str(variant))
+    inv = inventory(tmp_path / "new", "debian12", matrix="r580-new")
     specs = fake.specs(inv, limit=["gpu-01"])
     old = old_specs[0]
     held = [f"{p.name}\t{p.version}\thold ok installed"

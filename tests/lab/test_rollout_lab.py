@@ -196,8 +196,10 @@ def test_driver_version_change_reboots_each_node_once_and_rolls_back(converged: 
     old = base_version(lab)
     inv = tmp_path / "inventory.yaml"
     data = yaml.safe_load(Path(lab.inventory_path).read_text())
-    variant = _variant_matrix(tmp_path, data["cluster"]["matrix"], old)
-    data["cluster"]["matrix"] = str(variant)
+    # the inventory names the matrix (issue 17: never a path); a site matrix lives in matrices/ beside it
+    (tmp_path / "matrices").mkdir()
+    variant = _variant_matrix(tmp_path / "matrices", data["cluster"]["matrix"], old)
+    data["cluster"]["matrix"] = variant.stem
     inv.write_text(yaml.safe_dump(data, sort_keys=False))
     rc = subprocess.run([*GPUCTL, "matrix", "check", str(variant), "--sku", data["cluster"]["sku"]],
                         capture_output=True, text=True)

@@ -15,10 +15,17 @@ from gpuctl.errors import ParseError
 
 FIX = Path(__file__).parents[1] / "data" / "fixtures"
 # every fixture folder of a kind, and the kind its real outputs must be detected as
-FOLDERS = {"nccl": "nccl", "topo": "topo", "ibstat": "ibstat", "nvlink": "nvlink", "fio": "fio", "dcgm": "dcgm",
+FOLDERS = {"nccl": "nccl", "nccl_log": "nccl-log", "ibv_devinfo": "ibv_devinfo", "lspci": "lspci",
+           "nvlink_errors": "nvlink-errors", "ib_counters": "ib-counters",
+           "topo": "topo", "ibstat": "ibstat", "nvlink": "nvlink", "fio": "fio", "dcgm": "dcgm",
            "bandwidth": "bandwidth", "gdsio": "gdsio", "xid": "xid", "training": "training"}
 NOT_A_KIND = {"nvidia-smi-L-h200-1gpu-580.159.txt", "nvidia-smi-table-h200-1gpu-580.159.txt",
-              "nvlink-status-h200-1gpu-no-nvlink-real.txt"}
+              "nvlink-status-h200-1gpu-no-nvlink-real.txt",
+              # torchrun's launcher logs (and a killed peer's stdout, which holds no record) are
+              # read by the bench's launcher-log parser, not an analyze kind: refused, rightly
+              "torch-nccl-errors-excerpt-public.stderr", "torchrun-gloo-2node-peer-killed-cpu-real.stderr",
+              "torchrun-gloo-2node-peer-killed-cpu-real.stdout", "torchrun-gloo-2node-rank-sigkill-cpu-real.stderr",
+              "torchrun-rdzv-store-unreachable-cpu-real.stderr", "torchrun-rdzv-timeout-missing-node-cpu-real.stderr"}
 
 
 def _cases() -> list[tuple[Path, str]]:

@@ -146,8 +146,11 @@ def test_fio_guard_refuses_an_existing_folder_and_removes_only_its_own() -> None
 def test_training_script_quotes_and_sends_the_program(lab_specs: list[NodeSpec]) -> None:
     script = suites.training_script(lab_specs[0], suites.SUITES["quick"], "RUN1", 989.0)
     argv = shlex.split(script.strip().splitlines()[-1])
-    assert argv == ["python3", f"/tmp/gpuctl-bench/RUN1/{lab_specs[0].node}/train_smoke.py", "--steps", "40",
-                    "--nproc", "8", "--peak-tflops", "989"]
+    assert argv == ["$gpuctl_py", f"/tmp/gpuctl-bench/RUN1/{lab_specs[0].node}/train_smoke.py", "--nproc", "8",
+                    "--steps", "40", "--model", "gpt", "--step-timeout-s", "120", "--peak-tflops", "989"]
+    # the training environment's python when it is there, else python3 (issue 16: roles/train_env)
+    assert "gpuctl_py=python3\nif [ -x /opt/gpuctl/train-env/bin/python ]; then " \
+           "gpuctl_py=/opt/gpuctl/train-env/bin/python; fi\n" in script
     # nodes that share a filesystem (the @local tier) never write the same program file
     other = suites.training_script(lab_specs[1], suites.SUITES["quick"], "RUN1", 989.0)
     assert shlex.split(other.strip().splitlines()[-1])[1] != argv[1]

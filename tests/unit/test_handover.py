@@ -109,7 +109,8 @@ def test_provider_key_listed_as_customer_key_is_refused(keys):
 @pytest.mark.parametrize(("account", "needle"), [
     ("{name: alice, ssh_keys: ['ssh-ed25519 AAAA']}", r"ssh_keys\[0\]: the key data is not a ssh-ed25519 key"),
     ("{name: alice, ssh_keys: ['command=\"/bin/sh\" ssh-ed25519 AAAA']}", r"ssh_keys\[0\]: .*options are not accepted"),
-    ("{name: alice, ssh_keys: [\"ssh-ed25519 AAAA\\nssh-rsa BBBB\"]}", r"ssh_keys\[0\]: expected one public key line"),
+    ("{name: alice, ssh_keys: [\"ssh-ed25519 AAAA\\nssh-rsa BBBB\"]}",
+     r"ssh_keys\[0\]: the value holds the control character U\+000A"),
     ("{name: root, ssh_keys: ['KEY']}", r"name: root is not a customer account"),
 ])
 def test_bad_accounts_and_keys_are_located_when_the_inventory_loads(keys, account: str, needle: str):

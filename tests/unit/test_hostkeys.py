@@ -359,3 +359,18 @@ def test_verify_asks_for_the_key_type_known_hosts_holds(tmp_path, monkeypatch):
             if "client" in backend.__dict__:
                 backend.client.close()
         assert not (tmp_path / "rec").exists() or k_ec.get_base64() not in (tmp_path / "rec").read_text()
+
+
+def test_a_known_hosts_fifo_is_refused_not_waited_on(tmp_path):
+    """A FIFO (or device) as a known_hosts file is an input error at once: before, reading it
+    blocked forever; and a file gpuctl cannot read is never taken for an empty one."""
+    import os
+
+    from gpuctl.errors import InputError
+    from gpuctl.hostkeys import read_known_hosts
+
+    fifo = tmp_path / "known_hosts"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="FIFO"):
+        read_known_hosts(str(fifo))
+    assert read_known_hosts(str(tmp_path / "absent")) == []

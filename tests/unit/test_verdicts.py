@@ -134,8 +134,12 @@ CASES = {
 }
 
 
+# thresholds judged from several logs together, with their own pass/impossible tests
+MULTI_LOG = {"train_scaling_efficiency": "tests/unit/test_bench_torchrun.py"}
+
+
 def test_cases_cover_every_threshold() -> None:
-    assert set(CASES) == set(THRESHOLD_NAMES)
+    assert set(CASES) | set(MULTI_LOG) == set(THRESHOLD_NAMES)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -191,7 +195,9 @@ def test_topo_h100_full_mesh_passes_and_single_gpu_not_applicable() -> None:
 
 def test_nvidia_smi_h100_fixture_passes_h100_sku() -> None:
     a = analyze_text("nvidia-smi-q", text("nvidia_smi/nvidia-smi-q-h100-8gpu-535.161.txt"), load_sku("hgx-h100-80gb"))
-    assert a.status is Status.PASS
+    # every SKU fact passes; the one failure is real: all 8 GPUs of this sample show HW Slowdown /
+    # HW Power Brake Slowdown Active (issue 19: a power brake is a fault, judged by judge_clock_events)
+    assert {v.check for v in a.verdicts if v.status is not Status.PASS} == {"clock_event_reasons"}
     assert analyze_text("nvidia-smi-q", text("nvidia_smi/nvidia-smi-q-h100-8gpu-535.161.txt"),
                         load_sku("hgx-a100-80gb")).status is Status.FAIL  # H100s are not the A100s ordered
 
