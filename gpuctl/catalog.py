@@ -275,25 +275,8 @@ class PassiveLimits(_Frozen):
 
     #: a GPU busier than this (utilization.gpu %) is not judged for clock events: not load-free
     idle_max_utilization_pct: Figure
-    #: IB port error counters: the largest increase since the previous sample that passes
-    ib_counter_max_increase: Figure
     #: PCIe AER correctable errors: the largest increase since the previous sample that passes
     aer_correctable_max_increase: Figure
-    #: nvidia-smi -q Fabric State and Status an NVSwitch GPU must show
-    fabric_ready: FabricReady
-    #: ACSCtl flags that must be off on the PCIe switch ports above GPUs and NICs
-    acs: AcsRule
-
-
-class AcsRule(_Frozen):
-    must_be_off: tuple[str, ...]
-    source: str = Field(min_length=3)
-
-
-class FabricReady(_Frozen):
-    state: str
-    status: str
-    source: str = Field(min_length=3)
 
 
 class CounterRises(_Frozen):

@@ -135,10 +135,13 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
         out.unreachable = probe.unreachable
         return out
     # the connection is open: the other commands go out at once, as channels of it (as verify's prefetch)
+    nvlink = bool(spec.hardware.gpu_count and spec.hardware.nvlink_topo_code)
     steps: list[Callable[[], Any]] = [probe.pci_sysfs]
     if spec.hardware.gpu_count:
-        steps += [probe.clock_events] + ([probe.fabric] if spec.hardware.nvswitch else [])
+        steps += [probe.clock_events] + ([probe.gpus] if spec.hardware.nvswitch else []) \
+            + ([probe.nvlink_errors] if nvlink else [])
     _fetch_at_once(steps)
+    sku = load_sku(spec.sku)
     if spec.hardware.gpu_count:
         def clocks() -> list[hp.HealthFinding]:
             rows = probe.clock_events()
@@ -146,27 +149,32 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
             return hp.judge_clock_events(rows, limits)
         _attempt(out, "clock_events", clocks)
         if spec.hardware.nvswitch:
-            _attempt(out, "nvswitch_fabric", lambda: hp.judge_fabric(probe.fabric(), limits))
+            _attempt(out, "nvswitch_fabric", lambda: hp.judge_fabric(probe.gpus().gpus, sku))
+    if nvlink:
+        def nvlink_errors() -> list[hp.HealthFinding]:
+            result = probe.nvlink_errors()
+            out.sample["nvlink_errors"] = hp.nvlink_error_keep(result)
+            return hp.judge_nvlink_errors(result, previous.get("nvlink_errors"))
+        _attempt(out, "nvlink_errors", nvlink_errors)
 
     def sysfs_checks() -> list[hp.HealthFinding]:
         sysfs = probe.pci_sysfs()
         out.firmware.update({f"hca/{d.name}": d.fw_ver for d in sysfs.rdma.values() if d.fw_ver})
-        out.sample = {"aer_correctable": {f.bdf: f.aer["correctable"] for f in sysfs.functions.values()
-                                          if (f.is_gpu or f.is_nic) and "correctable" in f.aer},
-                      "ib_counters": {p: dict(c) for p, c in sysfs.ib_counters.items()}}
+        out.sample.update({"aer_correctable": {f.bdf: f.aer["correctable"] for f in sysfs.functions.values()
+                                               if (f.is_gpu or f.is_nic) and "correctable" in f.aer},
+                           "ib_counters": {p: dict(c) for p, c in sysfs.ib_counters.items()}})
         found = hp.judge_aer(sysfs, previous.get("aer_correctable"), limits)
-        found += hp.judge_ib_counters(sysfs, previous.get("ib_counters"), limits)
+        found += hp.judge_ib_counters(sysfs, previous.get("ib_counters"))
         if spec.fabric.type != "none" and not sysfs.ib_counters:
             found.append(hp.HealthFinding("ib_counters", "node", hp.NOT_JUDGED,
                                           "not judged: no port error counters under /sys/class/infiniband"))
-        sku = load_sku(spec.sku)
         found += hp.judge_numa(sysfs, sku.fabric.gpu_nic_max_path, spec.hardware.gpu_count)
         return found
     _attempt(out, "pcie_aer", sysfs_checks)
     # ACS only where a PCIe switch sits above a GPU or NIC (lspci is then needed, as root)
     with contextlib.suppress(CouldNotRun):
         if hp.switch_bridges(probe.pci_sysfs()):
-            _attempt(out, "pcie_acs", lambda: hp.judge_acs(probe.pci_sysfs(), probe.pcie_acs(), limits))
+            _attempt(out, "pcie_acs", lambda: hp.judge_acs(probe.pci_sysfs(), probe.pcie_acs()))
     if probe.unreachable:
         out.unreachable = probe.unreachable
     return out

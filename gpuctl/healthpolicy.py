@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gpuctl.catalog import Health, PassiveLimits, PathLimit
-from gpuctl.parsers.health import GpuClockEvents, LspciAcs, PciSysfs
-from gpuctl.parsers.nvidia_smi import GpuFabric
+from gpuctl import verdicts as vd
+from gpuctl.catalog import Health, PassiveLimits, PathLimit, Sku
+from gpuctl.parsers.health import GpuClockEvents, PciSysfs
+from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
+from gpuctl.parsers.lspci import LspciResult
+from gpuctl.parsers.nvidia_smi import CLOCK_EVENT_NAMES, GpuInfo
+from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
 from gpuctl.xidpolicy import FAIL, WARN, xid_findings
@@ -26,14 +30,9 @@ PASS, NOT_JUDGED = "pass", "not_judged"
 __all__ = ["FAIL", "NOT_JUDGED", "PASS", "WARN", "HealthFinding"]
 
 #: the checks, in the order they are reported (a node's first failing one is its drain reason)
-CHECKS: tuple[str, ...] = ("xid", "clock_events", "nvswitch_fabric", "pcie_aer", "ib_counters", "firmware",
-                           "gpu_nic_numa", "pcie_acs")
+CHECKS: tuple[str, ...] = ("xid", "clock_events", "nvswitch_fabric", "pcie_aer", "ib_counters", "nvlink_errors",
+                           "firmware", "gpu_nic_numa", "pcie_acs")
 FIRST_SAMPLE = "first sample: baseline recorded"
-_REASON_WORDS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
-                 "hw_power_brake_slowdown": "HW power brake slowdown", "sw_thermal_slowdown": "SW thermal slowdown"}
-CLOCK_EVENTS_SOURCE = ("NVML nvmlClocksEventReasons (nvidia-smi --help-query-gpu clocks_event_reasons.*): HW slowdown "
-                       "(thermal or power-supply protection, 'clocks cut by half or more'), HW power brake (an "
-                       "external power-brake assertion), HW/SW thermal slowdown; none is expected on an idle GPU")
 
 
 @dataclass(frozen=True)
@@ -56,11 +55,30 @@ class HealthFinding:
                 "source": self.source, **({"node": self.node} if self.node else {})}
 
 
+# ---------------------------------------------------------------- the shared judgements (gpuctl.verdicts)
+
+_STATUS = {vd.Status.PASS: PASS, vd.Status.WARN: WARN, vd.Status.FAIL: FAIL}
+
+
+def from_verdicts(check: str, verdicts: Sequence[vd.Verdict]) -> list[HealthFinding]:
+    """The verdicts of a `gpuctl.verdicts` judgement (the one analyze, verify and bench use) as
+    health findings of `check`: pass, warn and fail kept, anything else not judged."""
+    out = []
+    for v in verdicts:
+        label = v.subject.label()
+        out.append(HealthFinding(check, label, _STATUS.get(v.status, NOT_JUDGED), v.message.removeprefix(f"{label}: "),
+                                 v.remediation, expected="" if v.threshold is None else str(v.threshold),
+                                 found="" if v.value is None else str(v.value), source=v.source))
+    return out
+
+
 # ---------------------------------------------------------------- 1. clock events
 
 def judge_clock_events(rows: Sequence[GpuClockEvents], limits: PassiveLimits) -> list[HealthFinding]:
-    """An idle GPU with an active HW slowdown / power brake / thermal reason fails; a busy one
-    (utilization above the load-free limit) is not judged."""
+    """Clock-event reasons of the --query-gpu CSV, judged on a load-free GPU only (a busy one,
+    above the load-free limit, is not judged; a driver printing [N/A] for every reason neither);
+    which reasons are faults is `gpuctl.verdicts.judge_clock_event_reasons`, the rule analyze
+    applies to nvidia-smi -q."""
     limit = limits.idle_max_utilization_pct
     out = []
     for g in rows:
@@ -73,44 +91,22 @@ def judge_clock_events(rows: Sequence[GpuClockEvents], limits: PassiveLimits) ->
             out.append(HealthFinding("clock_events", g.label, NOT_JUDGED,
                                      "not judged: the driver reports no clock-event reasons ([N/A])"))
             continue
-        active = g.active
-        if active:
-            words = ", ".join(_REASON_WORDS.get(r, r) for r in active)
-            out.append(HealthFinding(
-                "clock_events", g.label, FAIL, f"{words} active at {g.utilization_pct:g} % utilization",
-                Remediation.RESEAT_OR_REPLACE, expected="no HW slowdown, power brake or thermal reason on an idle GPU",
-                found=words, source=CLOCK_EVENTS_SOURCE))
-        else:
-            out.append(HealthFinding("clock_events", g.label, PASS, "no slowdown reason active",
-                                     source=CLOCK_EVENTS_SOURCE))
+        active = [CLOCK_EVENT_NAMES.get(r, r) for r, on in g.reasons.items() if on]
+        found = from_verdicts("clock_events", vd.judge_clock_event_reasons(active, vd.Subject(gpu=g.index,
+                                                                                               bus_id=g.bus_id)))
+        out += [replace(f, detail=f"{f.detail} (idle: {g.utilization_pct:g} % utilization)") for f in found]
     return out
 
 
 # ---------------------------------------------------------------- 2. NVSwitch fabric
 
-def judge_fabric(gpus: Sequence[GpuFabric], limits: PassiveLimits) -> list[HealthFinding]:
-    """On an NVSwitch SKU (the caller decides): every GPU's Fabric State Completed and Status Success."""
-    want = limits.fabric_ready
-    expected = f"State {want.state}, Status {want.status}"
-    out = []
-    for g in gpus:
-        if g.state is None:
-            out.append(HealthFinding("nvswitch_fabric", g.label, NOT_JUDGED,
-                                     "not judged: nvidia-smi -q has no Fabric section (driver too old?)",
-                                     expected=expected, source=want.source))
-            continue
-        found = f"State {g.state}, Status {g.status or 'N/A'}" + (f", CliqueId {g.clique_id}" if g.clique_id else "")
-        if g.state == want.state and g.status == want.status:
-            out.append(HealthFinding("nvswitch_fabric", g.label, PASS, found, expected=expected, found=found,
-                                     source=want.source))
-            continue
-        # not (yet) registered: Fabric Manager is down or still training; registered with an error: reset
-        remediation = Remediation.RECONFIGURE if g.state != want.state else Remediation.REBOOT
-        why = ("fabric registration not complete (is nvidia-fabricmanager running?)" if g.state != want.state
-               else "fabric registration failed")
-        out.append(HealthFinding("nvswitch_fabric", g.label, FAIL, f"{why}: {found}", remediation,
-                                 expected=expected, found=found, source=want.source))
-    return out
+def judge_fabric(gpus: Sequence[GpuInfo], sku: Sku | None) -> list[HealthFinding]:
+    """Every GPU's Fabric section (read by the nvidia-smi -q/XML parser), judged by
+    `gpuctl.verdicts.judge_fabric`: on an NVSwitch SKU State Completed and Status Success,
+    no state at all a warning (GPUs before Hopper print N/A); one clique per node."""
+    out = from_verdicts("nvswitch_fabric", vd.judge_fabric(gpus, sku))
+    return out or [HealthFinding("nvswitch_fabric", "node", NOT_JUDGED,
+                                 "not judged: no GPU reports a fabric state and the SKU has no NVSwitch")]
 
 
 # ---------------------------------------------------------------- counters since the last sample
@@ -160,20 +156,58 @@ def judge_aer(sysfs: PciSysfs, previous: Mapping[str, int] | None, limits: Passi
     return out
 
 
-def judge_ib_counters(sysfs: PciSysfs, previous: Mapping[str, Mapping[str, int]] | None,
-                      limits: PassiveLimits) -> list[HealthFinding]:
-    """IB port error counters (symbol_error, link_downed, link_error_recovery, port_rcv_errors):
-    the increase since `previous` ({"mlx5_0/1": {counter: value}}); a first sample is not judged."""
-    limit = limits.ib_counter_max_increase
-    out = []
-    for port, counters in sorted(sysfs.ib_counters.items()):
-        before_port = None if previous is None else previous.get(port)
-        for name, now in sorted(counters.items()):
-            before = None if before_port is None else before_port.get(name)
-            remediation = Remediation.RESEAT_OR_REPLACE  # a cable or transceiver taking errors
-            out.append(_delta("ib_counters", f"{port} {name}", now, before, limit.value, name, limit.source,
-                              remediation))
+def _counter_rises(check: str, verdict_check: str, family: str, now: vd.CounterSample,
+                   before: vd.CounterSample | None, what: str) -> list[HealthFinding]:
+    """Counters judged as their change since the previous sample by the one counter rule
+    (`gpuctl.verdicts.counter_deltas`/`judge_counter_deltas`, health.yaml `counter_rises`);
+    counters without an earlier value are a baseline, not judged."""
+    before = before or {}
+    fresh = sorted({s.label() for s, n in now if (s, n) not in before})
+    out = [HealthFinding(check, subject, NOT_JUDGED, f"{FIRST_SAMPLE} ({what})") for subject in fresh]
+    deltas = vd.counter_deltas(before, now)
+    if deltas:
+        out += from_verdicts(check, vd.judge_counter_deltas(verdict_check, deltas, family))
     return out
+
+
+def ib_counter_sample(counters: Mapping[str, Mapping[str, int]]) -> vd.CounterSample:
+    """{"mlx5_0/1": {sysfs counter: value}} as a counter sample, named as perfquery names them."""
+    return {(vd.Subject(port=port), IB_COUNTER_NAMES.get(name, name)): v
+            for port, c in counters.items() for name, v in c.items()}
+
+
+def judge_ib_counters(sysfs: PciSysfs, previous: Mapping[str, Mapping[str, int]] | None) -> list[HealthFinding]:
+    """IB port error counters (the sysfs files of health.yaml counter_rises.infiniband): the
+    change since `previous` ({"mlx5_0/1": {counter: value}}); a first sample is a baseline."""
+    return _counter_rises("ib_counters", "ib_port_counters", "infiniband", ib_counter_sample(sysfs.ib_counters),
+                          None if previous is None else ib_counter_sample(previous), "port error counters")
+
+
+def nvlink_error_sample(result: NvlinkErrorsResult | Mapping[str, int]) -> vd.CounterSample:
+    """`nvidia-smi nvlink -e` (its last sample) or a kept one ({"GPU/LINK/counter": value}) as a
+    counter sample, subjects as `gpuctl.verdicts.judge_nvlink_errors` names them."""
+    if isinstance(result, NvlinkErrorsResult):
+        items = [((g, link, name), v) for (g, link, name), v in result.samples[-1].items()]
+    else:
+        items = []
+        for key, v in result.items():
+            g, link, name = key.split("/", 2)
+            items.append(((int(g), int(link), name), int(v)))
+    return {(vd.Subject(gpu=g, port=f"link {link}"), name): v for (g, link, name), v in items}
+
+
+def nvlink_error_keep(result: NvlinkErrorsResult) -> dict[str, int]:
+    """What is kept of `nvidia-smi nvlink -e` for the next run ({"GPU/LINK/counter": value})."""
+    return {f"{g}/{link}/{name}": v for (g, link, name), v in result.samples[-1].items()}
+
+
+def judge_nvlink_errors(result: NvlinkErrorsResult, previous: Mapping[str, int] | None) -> list[HealthFinding]:
+    """NVLink replay, recovery and CRC error counters per GPU and link: the change since
+    `previous` by the one counter rule (health.yaml counter_rises.nvlink); first sample a baseline."""
+    out = from_verdicts("nvlink_errors", [vd.partial_paste(vd.TOOL_NVLINK_ERRORS, result.partial)]) \
+        if result.partial else []
+    return out + _counter_rises("nvlink_errors", "nvlink_error_counters", "nvlink", nvlink_error_sample(result),
+                                None if previous is None else nvlink_error_sample(previous), "NVLink error counters")
 
 
 # ---------------------------------------------------------------- 5. firmware
@@ -293,30 +327,20 @@ def switch_bridges(sysfs: PciSysfs) -> list[str]:
     return list(out)
 
 
-def judge_acs(sysfs: PciSysfs, acs: LspciAcs, limits: PassiveLimits) -> list[HealthFinding]:
-    """ACS request or completion redirect enabled on a PCIe switch port above a GPU or NIC fails:
-    every peer-to-peer transfer (GPU↔GPU, GPUDirect RDMA) is sent up to the root complex."""
-    rule = limits.acs
-    out = []
-    for bdf in switch_bridges(sysfs):
-        if bdf in acs.denied:
-            out.append(HealthFinding("pcie_acs", f"bridge {bdf}", NOT_JUDGED,
-                                     "not judged: lspci could not read its capabilities (run as root)"))
-            continue
-        flags = acs.ctl.get(bdf)
-        if flags is None:
-            continue  # no ACS capability: nothing can redirect
-        on = [f for f in rule.must_be_off if flags.get(f)]
-        found = "ACSCtl " + " ".join(f"{k}{'+' if v else '-'}" for k, v in flags.items())
-        if on:
-            out.append(HealthFinding("pcie_acs", f"bridge {bdf}", FAIL, f"ACS {', '.join(on)} enabled on a PCIe "
-                                     "switch port above a GPU or NIC: peer-to-peer traffic goes through the root "
-                                     "complex", Remediation.RECONFIGURE, expected=" ".join(f"{f}-" for f in
-                                                                                           rule.must_be_off),
-                                     found=found, source=rule.source))
-        else:
-            out.append(HealthFinding("pcie_acs", f"bridge {bdf}", PASS, found, found=found, source=rule.source))
-    return out
+def judge_acs(sysfs: PciSysfs, lspci: LspciResult) -> list[HealthFinding]:
+    """ACS of the PCIe switch ports above the GPUs and NICs (`switch_bridges`), read by
+    `gpuctl.parsers.lspci` and judged by `gpuctl.verdicts.judge_acs` (redirect on a switch port
+    fails); a bridge whose capabilities lspci could not read (not root) is not judged."""
+    bridges = set(switch_bridges(sysfs))
+    mine = [d for d in lspci.devices if d.bus_id and _bdf(d.bus_id) in bridges]
+    out = [HealthFinding("pcie_acs", _bdf(d.bus_id or ""), NOT_JUDGED,
+                         "not judged: lspci could not read its capabilities (run as root)")
+           for d in mine if d.caps_denied]
+    return out + from_verdicts("pcie_acs", vd.judge_acs([d for d in mine if not d.caps_denied]))
+
+
+def _bdf(bus_id: str) -> str:
+    return (bus_id if bus_id.count(":") == 2 else f"0000:{bus_id}").lower()
 
 
 # ---------------------------------------------------------------- 7. Xid since boot

@@ -5,7 +5,10 @@
   `clocks_throttle_reasons.*`; both read the same way);
 - `parse_pci_sysfs`: the sysfs files of the GPUs' and NICs' PCI functions and of the RDMA devices
   (`class`, `vendor`, `numa_node`, `aer_dev_{fatal,nonfatal,correctable}`, `fw_ver`, the port error
-  counters), as {path: text} (the `tail -n +1` bundle, split by `gpuctl.checks.outputs`).
+  counters the caller asked for: `gpuctl.checks.probe.health_sysfs_script`), as {path: text} (the
+  `tail -n +1` bundle, split by `gpuctl.checks.outputs`).
+
+`lspci -vvv` (ACS) is read by `gpuctl.parsers.lspci`, the Fabric section by `gpuctl.parsers.nvidia_smi`.
 
 Pure functions: text in, frozen dataclasses out; ParseError quoting the bad input.
 """
@@ -105,7 +108,6 @@ def parse_clock_events_csv(text: str, fields: tuple[str, ...] | None = None) -> 
 # ---------------------------------------------------------------- sysfs
 
 AER_KINDS: tuple[str, ...] = ("fatal", "nonfatal", "correctable")
-IB_COUNTERS: tuple[str, ...] = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors")
 #: PCI class codes read: 0x0300xx VGA / 0x0302xx 3D controller (GPUs), 0x0200xx Ethernet, 0x0207xx InfiniBand
 GPU_CLASSES = ("0x0300", "0x0302")
 NIC_CLASSES = ("0x0200", "0x0207")
@@ -187,7 +189,7 @@ def parse_pci_sysfs(files: Mapping[str, str]) -> PciSysfs:
             raw.setdefault(m.group(1), {})[m.group(2)] = text
         elif m := _IB_FILE.match(path):
             rdma.setdefault(m.group(1), {})[m.group(2)] = text.strip()
-        elif (m := _IB_COUNTER.match(path)) and m.group(3) in IB_COUNTERS:
+        elif m := _IB_COUNTER.match(path):
             counters.setdefault(f"{m.group(1)}/{m.group(2)}", {})[m.group(3)] = _int_file(path, text)
     functions = {}
     for bdf, f in raw.items():
@@ -207,48 +209,3 @@ def parse_pci_sysfs(files: Mapping[str, str]) -> PciSysfs:
         tail = link.rstrip("/").rsplit("/", 1)[-1] if link else ""
         devices[name] = RdmaDevice(name, tail.lower() if _BDF.match(tail) else None, f.get("fw_ver") or None)
     return PciSysfs(functions, devices, counters)
-
-
-# ---------------------------------------------------------------- lspci: ACS control of the bridges
-# (a minimal reader for the health check; the analyze kind's lspci parser may replace it)
-
-#: "0000:02:08.0 PCI bridge: PLX Technology, Inc. PEX 8725 ..." (lspci -D)
-_LSPCI_HEADER = re.compile(r"^([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s")
-#: "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
-_ACS_CTL = re.compile(r"^\s+ACSCtl:\s*(.*)$")
-_ACS_FLAG = re.compile(r"(\w+)([+-])")
-
-
-@dataclass(frozen=True)
-class LspciAcs:
-    """Per bridge, its ACSCtl flags ({"ReqRedir": True, …}); `denied`: bridges whose
-    capabilities lspci could not read (not root: "Capabilities: <access denied>")."""
-
-    ctl: Mapping[str, Mapping[str, bool]]
-    denied: tuple[str, ...] = ()
-
-
-def parse_lspci_acs(text: str) -> LspciAcs:
-    """`lspci -D -vvv` (any device selection): each device's ACSCtl line, if it has one."""
-    body = require_text(text, "lspci")
-    ctl: dict[str, dict[str, bool]] = {}
-    denied: list[str] = []
-    current: str | None = None
-    seen = False
-    for line in body.splitlines():
-        if m := _LSPCI_HEADER.match(line):
-            current, seen = m.group(1).lower(), True
-            continue
-        if current is None:
-            continue
-        if "<access denied>" in line:
-            denied.append(current)
-        elif m := _ACS_CTL.match(line):
-            flags = {f: v == "+" for f, v in _ACS_FLAG.findall(m.group(1))}
-            if not flags:
-                raise ParseError(f"lspci: {current}: ACSCtl line without flags: {quote(line)}")
-            ctl[current] = flags
-    if not seen:
-        first = body.splitlines()[0]
-        raise ParseError(f"lspci -D -vvv: no device line ('0000:00:00.0 ...'); first line {quote(first)}")
-    return LspciAcs(ctl, tuple(dict.fromkeys(denied)))

@@ -5,9 +5,8 @@ registration done (State Completed, Status Success — `gpuctl health`'s nvswitc
 from __future__ import annotations
 
 from gpuctl import healthpolicy
-from gpuctl.catalog import load_health
+from gpuctl.catalog import load_sku
 from gpuctl.checks.api import (
-    CouldNotRun,
     check_package_held,
     check_package_pinned,
     check_service_active,
@@ -36,8 +35,6 @@ def test_service_active(host, spec, probe, item):
 
 
 def test_health_nvswitch_fabric(host, spec, probe):
-    """Every GPU's Fabric State Completed and Status Success (`gpuctl.healthpolicy.judge_fabric`)."""
-    limits = load_health().passive
-    if limits is None:
-        raise CouldNotRun("catalog/health.yaml has no passive: limits")
-    judge_health(healthpolicy.judge_fabric(probe.fabric(), limits))
+    """Every GPU's Fabric State Completed and Status Success (`gpuctl.healthpolicy.judge_fabric`,
+    which is `gpuctl.verdicts.judge_fabric` as analyze applies it)."""
+    judge_health(healthpolicy.judge_fabric(probe.gpus().gpus, load_sku(spec.sku)))

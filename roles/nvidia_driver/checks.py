@@ -306,7 +306,7 @@ def test_health_pcie_acs(host, spec, probe):
         import pytest
 
         pytest.skip("not judged: no PCIe switch above the GPUs and NICs")
-    judge_health(healthpolicy.judge_acs(probe.pci_sysfs(), probe.pcie_acs(), _passive()))
+    judge_health(healthpolicy.judge_acs(probe.pci_sysfs(), probe.pcie_acs()))
 
 
 def test_no_fatal_xid(host, spec, probe):

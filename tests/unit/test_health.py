@@ -17,15 +17,17 @@ import pytest
 from click.testing import CliRunner
 
 from gpuctl import healthpolicy as hp
-from gpuctl.catalog import PathLimit, Workload, load_health
+from gpuctl.catalog import PathLimit, Workload, load_health, load_sku
 from gpuctl.checks.outputs import parse_tail_bundle
-from gpuctl.checks.probe import HEALTH_SYSFS_SCRIPT
+from gpuctl.checks.probe import health_sysfs_script, ib_counter_files
 from gpuctl.cli.main import main
 from gpuctl.errors import ParseError
 from gpuctl.health import COULD_NOT_RUN, HEALTHY, UNHEALTHY, NodeHealth, run_health
 from gpuctl.inventory import load_inventory
 from gpuctl.parsers.health import parse_clock_events_csv, parse_pci_sysfs, query_fields
-from gpuctl.parsers.nvidia_smi import parse_fabric
+from gpuctl.parsers.lspci import parse_lspci
+from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q, parse_nvidia_smi_xml
+from gpuctl.parsers.nvlink_errors import parse_nvlink_errors
 from gpuctl.parsers.xid import parse_xid_log
 from gpuctl.remediation import Remediation
 from gpuctl.spec import resolve
@@ -55,7 +57,7 @@ def test_clock_events_hw_slowdown_on_an_idle_gpu_fails_naming_it() -> None:
     text = CLOCKS_IDLE.replace("2A:00.0, 0, 96.00.74.00.01, Not Active", "2A:00.0, 0, 96.00.74.00.01, Active")
     found = hp.judge_clock_events(parse_clock_events_csv(text, OLD), LIMITS)  # older names read alike
     assert [f.status for f in found] == [hp.PASS, hp.FAIL]
-    assert found[1].subject == "GPU 1 (00000000:2A:00.0)" and "HW slowdown" in found[1].detail
+    assert found[1].subject == "GPU 1 (00000000:2A:00.0)" and "HW Slowdown" in found[1].detail
     assert found[1].remediation is Remediation.RESEAT_OR_REPLACE
 
 
@@ -78,32 +80,48 @@ def test_clock_events_bad_output_is_refused(text: str) -> None:
 REAL_Q = (FIX / "nvidia_smi" / "nvidia-smi-q-h100-8gpu-535.183.txt").read_text()
 
 
+H100_SKU = load_sku("hgx-h100-80gb")
+
+
 def test_fabric_real_hgx_h100_completed_success_passes() -> None:
-    found = hp.judge_fabric(parse_fabric(REAL_Q), LIMITS)
+    found = hp.judge_fabric(parse_nvidia_smi_q(REAL_Q).gpus, H100_SKU)
     assert len(found) == 8 and {f.status for f in found} == {hp.PASS}
 
 
 def test_fabric_in_progress_fails_naming_the_gpu() -> None:
     pad = "State                             : "
     text = REAL_Q.replace(pad + "Completed", pad + "In Progress", 1)
-    found = hp.judge_fabric(parse_fabric(text), LIMITS)
+    found = hp.judge_fabric(parse_nvidia_smi_q(text).gpus, H100_SKU)
     assert [f.status for f in found].count(hp.FAIL) == 1
     bad = next(f for f in found if f.status == hp.FAIL)
-    assert bad.subject.startswith("GPU 0 (") and bad.remediation is Remediation.RECONFIGURE
+    assert bad.subject.startswith("GPU 0 (") and "nvidia-fabricmanager has not finished" in bad.detail
+
+
+def test_fabric_is_the_analyze_judgement() -> None:
+    """One rule: health's fabric findings are `gpuctl.verdicts.judge_fabric`'s verdicts, and a
+    GPU without a fabric state on an NVSwitch SKU warns (A100 HGX prints N/A), as analyze does."""
+    from gpuctl import verdicts
+
+    gpus = parse_nvidia_smi_q(REAL_Q.replace("Completed", "N/A").replace("Success", "N/A")).gpus
+    assert [f.status for f in hp.judge_fabric(gpus, H100_SKU)] == [hp.WARN] * 8
+    assert [v.status.value for v in verdicts.judge_fabric(gpus, H100_SKU)] == ["warn"] * 8
+    assert not hasattr(hp, "GpuFabric") and not hasattr(__import__("gpuctl.parsers.nvidia_smi").parsers.nvidia_smi,
+                                                      "parse_fabric")
 
 
 def test_fabric_failure_status_asks_a_reboot_and_xml_reads_alike() -> None:
-    xml = ("<?xml version=\"1.0\" ?><nvidia_smi_log><gpu id=\"00000000:18:00.0\"><fabric><state>Completed</state>"
-           "<status>Failure</status><cliqueId>N/A</cliqueId></fabric></gpu></nvidia_smi_log>")
-    found = hp.judge_fabric(parse_fabric(xml), LIMITS)
+    xml = (FIX / "nvidia_smi" / "nvidia-smi-q-x-h200-1gpu-580.159-real.xml").read_text()
+    text = xml.replace("<state>N/A</state>", "<state>Completed</state>", 1).replace(
+        "<status>N/A</status>", "<status>Failure</status>", 1)
+    found = hp.judge_fabric(parse_nvidia_smi_xml(text).gpus, H100_SKU)
     assert found[0].status == hp.FAIL and found[0].remediation is Remediation.REBOOT
 
 
-def test_fabric_section_absent_is_not_judged() -> None:
+def test_fabric_section_absent_is_not_judged_off_nvswitch() -> None:
     text = (FIX / "nvidia_smi" / "nvidia-smi-q-i0-h800-525.105-llmaction.txt").read_text()
-    fabric = parse_fabric(text)
-    if all(g.state is None for g in fabric):
-        assert {f.status for f in hp.judge_fabric(fabric, LIMITS)} == {hp.NOT_JUDGED}
+    gpus = parse_nvidia_smi_q(text).gpus
+    if all(g.fabric_state is None for g in gpus):
+        assert {f.status for f in hp.judge_fabric(gpus, load_sku("single-h200"))} == {hp.NOT_JUDGED}
 
 
 # ---------------------------------------------------------------- sysfs: AER, IB counters, NUMA
@@ -133,7 +151,7 @@ def sysfs_files(*, switch: bool = False, gpu_numa: tuple[int, ...] = (0, 1), nic
         ib = f"/sys/class/infiniband/mlx5_{i}"
         files |= {f"{ib}/device-link": f"/sys/devices/pci0000:3f/0000:3f:01.0/0000:{0x40 + i:02x}:00.0\n",
                   f"{ib}/fw_ver": f"{fw}\n"}
-        for c in ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors"):
+        for c in ib_counter_files():
             files[f"{ib}/ports/1/counters/{c}"] = f"{symbol if (c == 'symbol_error' and i == 0) else 0}\n"
     return files
 
@@ -142,7 +160,7 @@ def test_sysfs_script_output_round_trips_through_the_bundle_parser() -> None:
     # the real script on this machine: whatever it holds, it parses (no GPU here: none listed)
     import subprocess
 
-    out = subprocess.run(["sh", "-c", HEALTH_SYSFS_SCRIPT], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(["sh", "-c", health_sysfs_script()], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0
     parsed = parse_pci_sysfs(parse_tail_bundle(out.stdout)[0])
     assert all(not f.is_gpu for f in parsed.functions.values())
@@ -162,18 +180,89 @@ def test_aer_fatal_fails_and_correctable_is_judged_as_a_change() -> None:
     assert [f.subject for f in rose if f.status == hp.FAIL] == ["GPU 0000:18:00.0"]
 
 
+def test_ib_counters_read_are_the_counters_judged() -> None:
+    """One list: the sysfs files health reads are health.yaml counter_rises.infiniband's counters."""
+    from gpuctl.parsers.ib_counters import NAMES
+
+    judged = set(load_health().counter_rises["infiniband"].counters)
+    assert {NAMES[c] for c in ib_counter_files()} == judged
+    assert {"symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors"} <= set(ib_counter_files())
+
+
 def test_ib_counters_first_sample_then_change_since_the_last_run() -> None:
-    first = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), None, LIMITS)
+    first = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), None)
     assert {f.status for f in first} == {hp.NOT_JUDGED}
     assert all(f.detail.startswith(hp.FIRST_SAMPLE) for f in first)
     before = {p: dict(c) for p, c in parse_pci_sysfs(sysfs_files(symbol=5)).ib_counters.items()}
-    steady = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), before, LIMITS)
-    assert {f.status for f in steady} == {hp.PASS}  # 5 symbol errors, none new: absolute value not judged
-    rising = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=12)), before, LIMITS)
-    bad = [f for f in rising if f.status == hp.FAIL]
-    assert [f.subject for f in bad] == ["mlx5_0/1 symbol_error"] and "rose by 7" in bad[0].detail
-    reset = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=0)), before, LIMITS)
-    assert {f.status for f in reset} == {hp.PASS, hp.NOT_JUDGED}
+    steady = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), before)
+    assert [f.status for f in steady] == [hp.PASS]  # 5 symbol errors, none new: absolute value not judged
+    rising = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=12)), before)
+    # the rule of health.yaml counter_rises.infiniband: a symbol error rise warns
+    bad = [f for f in rising if f.status != hp.PASS]
+    assert [(f.subject, f.status) for f in bad] == [("mlx5_0/1", hp.WARN)] and "rose by 7" in bad[0].detail
+    assert "SymbolErrorCounter" in bad[0].detail
+    downed = {p: dict(c) for p, c in before.items()}
+    downed["mlx5_1/1"]["link_downed"] = 0
+    now = parse_pci_sysfs({**sysfs_files(symbol=5), "/sys/class/infiniband/mlx5_1/ports/1/counters/link_downed": "2\n"})
+    assert [f.status for f in hp.judge_ib_counters(now, downed)] == [hp.FAIL]
+    reset = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=0)), before)
+    assert [f.status for f in reset] == [hp.WARN] and "fell from 5 to 0" in reset[0].detail
+
+
+# ---------------------------------------------------------------- NVLink error counters
+
+NVLINK_E = (FIX / "nvlink_errors" / "nvlink-e-h100-gpu0-18links-elided-ml-engineering.txt").read_text()
+
+
+def _nvlink_e(replay: int = 0, recovery: int = 0, crc: int = 0) -> str:
+    """The real `nvidia-smi nvlink -e` (H100, tests/data/fixtures/nvlink_errors) without its
+    prompt and elision, link 1's counters set."""
+    body = "\n".join(x for x in NVLINK_E.splitlines() if not x.startswith("$") and "[...]" not in x) + "\n"
+    return (body.replace("Link 1: Replay Errors: 0", f"Link 1: Replay Errors: {replay}")
+            .replace("Link 1: Recovery Errors: 0", f"Link 1: Recovery Errors: {recovery}")
+            .replace("Link 1: CRC Errors: 0", f"Link 1: CRC Errors: {crc}"))
+
+
+def test_nvlink_errors_first_sample_is_a_baseline_then_a_rise_is_judged_per_catalog() -> None:
+    first = parse_nvlink_errors(_nvlink_e(replay=4))
+    base = hp.judge_nvlink_errors(first, None)
+    assert {f.status for f in base} == {hp.NOT_JUDGED} and all(hp.FIRST_SAMPLE in f.detail for f in base)
+    kept = hp.nvlink_error_keep(first)
+    assert kept["0/1/Replay Errors"] == 4 and json.loads(json.dumps(kept)) == kept  # kept as JSON
+    assert [f.status for f in hp.judge_nvlink_errors(parse_nvlink_errors(_nvlink_e(replay=4)), kept)] == [hp.PASS]
+    rules = load_health().counter_rises["nvlink"].counters  # replay: warn, recovery: fail, CRC: warn
+    replay = hp.judge_nvlink_errors(parse_nvlink_errors(_nvlink_e(replay=9, crc=2)), kept)
+    assert sorted((f.subject, f.status) for f in replay) == [("GPU 0 link 1", rules["CRC Errors"]),
+                                                              ("GPU 0 link 1", rules["Replay Errors"])]
+    assert any("Replay Errors rose by 5" in f.detail for f in replay)
+    recovery = hp.judge_nvlink_errors(parse_nvlink_errors(_nvlink_e(replay=4, recovery=1)), kept)
+    assert [f.status for f in recovery] == [hp.FAIL] and recovery[0].remediation is Remediation.RESEAT_OR_REPLACE
+
+
+def test_nvlink_errors_use_the_analyze_counter_rule() -> None:
+    """The same two samples judged by analyze's kind (`verdicts.judge_nvlink_errors`) and by health
+    give the same statuses per subject: one rule."""
+    from gpuctl import verdicts
+
+    before, after = _nvlink_e(replay=4), _nvlink_e(replay=9, recovery=1)
+    analyze = verdicts.judge_nvlink_errors(parse_nvlink_errors(before + after))
+    health = hp.judge_nvlink_errors(parse_nvlink_errors(after), hp.nvlink_error_keep(parse_nvlink_errors(before)))
+    assert sorted((v.subject.label(), v.status.value) for v in analyze) == sorted((f.subject, f.status)
+                                                                                  for f in health)
+
+
+def test_cli_nvlink_errors_from_the_standin_rise_between_two_runs(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path, "nvlink_errors gpu=2\n")
+    code, out, err = _health(inv, env, "--json")
+    node = json.loads(out)["nodes"]["gpu-01"]
+    assert code == 0, (out, err)
+    assert {f["status"] for f in node["findings"] if f["check"] == "nvlink_errors"} == {hp.NOT_JUDGED}
+    os.utime(tmp_path / "node" / "faults", (time.time() - 30, time.time() - 30))  # the errors keep coming
+    code, out, err = _health(inv, env, "--json")
+    node = json.loads(out)["nodes"]["gpu-01"]
+    bad = [f for f in node["findings"] if f["check"] == "nvlink_errors" and f["status"] != hp.PASS]
+    assert {(f["subject"], f["status"]) for f in bad} == {("GPU 2 link 0", hp.WARN)}, bad
+    assert code == 0  # replay and CRC errors warn (health.yaml counter_rises.nvlink), they do not drain
 
 
 HGX_PATH = PathLimit(code="PXB", source="test", applies_to=Workload(nics_per_gpu=1, source="one NIC per GPU"))
@@ -258,8 +347,9 @@ def test_cli_throttle_fault_exit_1_with_the_exact_drain_line(tmp_path: Path) -> 
     code, out, _err = _health(inv, env)
     assert code == 1
     lines = out.splitlines()
-    assert lines == ["gpuctl: clock_events: gpu-01 GPU 3 (00000000:5D:00.0): HW power brake slowdown active at "
-                     "0 % utilization → reseat_or_replace"]
+    assert lines == ["gpuctl: clock_events: gpu-01 GPU 3 (00000000:5D:00.0): clocks held down: HW Power Brake "
+                     "Slowdown: external power brake asserted: check the PSUs and the board's power cables (idle: "
+                     "0 % utilization) → reseat_or_replace"]
     m = DRAIN.match(lines[0])
     assert m and m["check"] == "clock_events" and m["remediation"] == "reseat_or_replace"
 
@@ -294,7 +384,7 @@ def test_cli_counters_state_first_sample_then_judged(tmp_path: Path) -> None:
     _health(inv, env)
     state = tmp_path / "state" / "health" / "lab" / "gpu-01.json"
     assert state.is_file() and oct(state.stat().st_mode & 0o777) == "0o600"
-    assert {"aer_correctable", "ib_counters", "taken_at"} <= set(json.loads(state.read_text()))
+    assert {"aer_correctable", "ib_counters", "nvlink_errors", "taken_at"} <= set(json.loads(state.read_text()))
 
 
 # ---------------------------------------------------------------- the per-node limit
@@ -314,6 +404,23 @@ class _Host:
         return SimpleNamespace(rc=0, stdout="", stderr="")
 
 
+NVLINK_E_ZERO = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08x}-cdef-abdc-abcd-abababababab)\n"
+                        + "".join(f"\t Link {n}: Replay Errors: 0\n\t Link {n}: Recovery Errors: 0\n"
+                                  f"\t Link {n}: CRC Errors: 0\n" for n in range(18)) for i in range(8))
+
+
+def _xml_8gpu() -> str:
+    """The real H200 `nvidia-smi -q -x` with its one GPU repeated as 8, fabric registered."""
+    xml = (FIX / "nvidia_smi" / "nvidia-smi-q-x-h200-1gpu-580.159-real.xml").read_text()
+    head, rest = xml.split("<gpu id=", 1)
+    gpu, tail = ("<gpu id=" + rest).split("</gpu>", 1)
+    gpu = gpu.replace("<state>N/A</state>", "<state>Completed</state>", 1).replace(
+        "<status>N/A</status>", "<status>Success</status>", 1)
+    gpus = "".join(re.sub(r'<gpu id="[^"]+"', f'<gpu id="00000000:{0x18 + i:02X}:00.0"', gpu) + "</gpu>"
+                   for i in range(8))
+    return head + gpus + tail
+
+
 def test_a_hanging_node_is_cut_at_the_limit_without_blocking_the_others(tmp_path: Path) -> None:
     loaded = load_inventory(str(Path(__file__).parents[1] / "data" / "inventories" / "lab-placeholder.yaml"))
     specs = resolve(loaded, ())
@@ -321,9 +428,8 @@ def test_a_hanging_node_is_cut_at_the_limit_without_blocking_the_others(tmp_path
     release = threading.Event()
     clocks = "\n".join(f"{i}, 00000000:{0x18 + i:02X}:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, "
                        "Not Active" for i in range(8)) + "\n"
-    fabric = "".join(f"GPU 00000000:{0x18 + i:02X}:00.0\n    Fabric\n        State : Completed\n"
-                     "        Status : Success\n" for i in range(8))
-    answers = {"clocks_event_reasons": clocks, "nvidia-smi -q -x": fabric, "dmesg": "[ 1.0] Linux version 6.1\n"}
+    answers = {"clocks_event_reasons": clocks, "nvidia-smi -q -x": _xml_8gpu(), "nvlink -e": NVLINK_E_ZERO,
+               "dmesg": "[ 1.0] Linux version 6.1\n"}
 
     def host_for(spec):
         return _Host(answers, None if spec.node == specs[0].node else release)
@@ -337,6 +443,8 @@ def test_a_hanging_node_is_cut_at_the_limit_without_blocking_the_others(tmp_path
     assert took < 4, took
     first, second = result.nodes[specs[0].node], result.nodes[specs[1].node]
     assert first.status == HEALTHY, first.as_dict()
+    judged = {(f.check, f.status) for f in first.findings}
+    assert {("nvswitch_fabric", hp.PASS), ("nvlink_errors", hp.NOT_JUDGED)} <= judged
     assert second.status == COULD_NOT_RUN and "per-node limit of 1.5 s" in second.unreachable
     assert result.status == COULD_NOT_RUN
 
@@ -450,29 +558,29 @@ def lspci(ctl: dict[str, str], denied: tuple[str, ...] = ()) -> str:
 
 
 def test_acs_redirect_on_a_switch_port_fails_and_the_root_port_is_not_judged() -> None:
-    from gpuctl.parsers.health import parse_lspci_acs
-
     sysfs = parse_pci_sysfs(sysfs_files(switch=True))
     assert hp.switch_bridges(sysfs) == ["0000:16:00.0", "0000:17:00.0", "0000:17:01.0"]
     off = {b: ACS_OFF for b in ("0000:16:00.0", "0000:17:00.0", "0000:17:01.0")}
-    good = hp.judge_acs(sysfs, parse_lspci_acs(lspci({**off, "0000:15:01.0": ACS_ON})), LIMITS)
-    assert {f.status for f in good} == {hp.PASS} and len(good) == 3  # the root port's ACS is not judged
-    bad = hp.judge_acs(sysfs, parse_lspci_acs(lspci({**off, "0000:17:01.0": ACS_ON})), LIMITS)
+    good = hp.judge_acs(sysfs, parse_lspci(lspci({**off, "0000:15:01.0": ACS_ON})))
+    # the root port's ACS is not judged: one pass over the three switch ports
+    assert [f.status for f in good] == [hp.PASS] and "3 devices" in good[0].detail
+    bad = hp.judge_acs(sysfs, parse_lspci(lspci({**off, "0000:17:01.0": ACS_ON})))
     failed = [f for f in bad if f.status == hp.FAIL]
-    assert [f.subject for f in failed] == ["bridge 0000:17:01.0"] and "ReqRedir, CmpltRedir" in failed[0].detail
+    assert [f.subject for f in failed] == ["0000:17:01.0"] and "ReqRedir+ CmpltRedir+" in failed[0].detail
     assert failed[0].remediation is Remediation.RECONFIGURE
-    denied = hp.judge_acs(sysfs, parse_lspci_acs(lspci(off, denied=("0000:16:00.0",))), LIMITS)
+    denied = hp.judge_acs(sysfs, parse_lspci(lspci(off, denied=("0000:16:00.0",))))
     assert [f.status for f in denied].count(hp.NOT_JUDGED) == 1
     assert hp.switch_bridges(parse_pci_sysfs(sysfs_files())) == []  # GPUs straight on root ports: no switch
 
 
-def test_acs_parser_refuses_what_is_not_lspci() -> None:
-    from gpuctl.parsers.health import parse_lspci_acs
-
+def test_acs_reads_lspci_with_the_analyze_parser() -> None:
+    """One reader: `gpuctl.parsers.lspci` (analyze's lspci kind), which also marks a device
+    whose capabilities lspci could not read (not root)."""
     with pytest.raises(ParseError):
-        parse_lspci_acs("lspci: -d: Invalid class code\n")
-    with pytest.raises(ParseError):
-        parse_lspci_acs("0000:16:00.0 PCI bridge: x\n\t\tACSCtl:\tnothing here\n")
+        parse_lspci("lspci: -d: Invalid class code\n")
+    devices = parse_lspci(lspci({}, denied=("0000:16:00.0",))).devices
+    assert [d.bus_id for d in devices if d.caps_denied] == ["0000:16:00.0"]
+    assert not hasattr(__import__("gpuctl.parsers.health").parsers.health, "parse_lspci_acs")
 
 
 def test_verify_acs_check(tmp_path: Path) -> None:
@@ -485,6 +593,6 @@ def test_verify_acs_check(tmp_path: Path) -> None:
     drv.test_health_pcie_acs(None, spec, probe(spec, {"aer_dev": files, "lspci -D -vvv": lspci(off)}))
     f = failure(drv.test_health_pcie_acs, spec, probe(spec, {"aer_dev": files,
                                                             "lspci -D -vvv": lspci({**off, "0000:16:00.0": ACS_ON})}))
-    assert f.subject == "bridge 0000:16:00.0"
+    assert f.subject == "0000:16:00.0"
     with pytest.raises(pytest.skip.Exception, match="no PCIe switch"):
         drv.test_health_pcie_acs(None, spec, probe(spec, {"aer_dev": bundle(sysfs_files())}))

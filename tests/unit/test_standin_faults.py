@@ -38,6 +38,7 @@ def local_runner(tmp: Path):
     ("gpu_busy", 0, "gpu_busy gpu=0"),
     ("fabric_not_ready", None, "fabric_not_ready"),
     ("vbios_differs", None, "vbios_differs"),
+    ("nvlink_errors", 2, "nvlink_errors gpu=2"),
 ])
 def test_tool_faults_record_one_line_and_clear(tmp_path: Path, fault: str, gpu: int | None, line: str) -> None:
     run, fault_file, _ = local_runner(tmp_path)

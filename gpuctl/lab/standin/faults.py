@@ -68,6 +68,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("gpu_busy", "one GPU at 97 % utilization (its clock events are not judged)", True, 4),
     Fault("fabric_not_ready", "NVSwitch fabric State 'In Progress' on every GPU although the fabric manager runs"),
     Fault("vbios_differs", "this node's GPUs report another VBIOS version than their peers"),
+    Fault("nvlink_errors", "NVLink replay and CRC errors rising on link 0 of one GPU (nvidia-smi nvlink -e)", True, 1),
 )}
 
 Runner = Callable[[str], str]
@@ -116,7 +117,7 @@ def _script(fault: Fault, gpu: int | None, clear: bool, profile_rate_gbps: float
         return (_record("" if clear else f"{name}{gpu_word}", name)
                 + f"if [ -f {SCRIPT_PATH} ]; then {refresh_command()}; fi\n")
     if name in ("nvlink_pairs", "ecc_uncorrectable", "row_remap_pending", "slow_nccl", "throttle", "gpu_busy",
-                "fabric_not_ready", "vbios_differs"):
+                "fabric_not_ready", "vbios_differs", "nvlink_errors"):
         return _record("" if clear else f"{name}{gpu_word}", name)
     if name == "fm_down":
         if clear:

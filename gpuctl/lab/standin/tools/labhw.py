@@ -143,6 +143,9 @@ class Node:
         self.busy = fault_gpus(faults, "gpu_busy", 0)
         self.fabric_not_ready = "fabric_not_ready" in faults
         self.vbios_override = next((p.get("version", "96.00.99.00.01") for p in faults.get("vbios_differs", [])), None)
+        # `nvlink_errors gpu=N`: link 0 of GPU N takes replay and CRC errors, one more per second
+        # since the fault file last changed (two health runs a second apart see them rise)
+        self.nvlink_errors = fault_gpus(faults, "nvlink_errors", 1)
 
     # -- per-GPU facts (g is a profile GPU entry)
     def width(self, g: dict) -> int:
@@ -621,6 +624,32 @@ def smi_nvlink(node: Node, only: set[int] | None) -> str:
     return "\n".join(out) + "\n"
 
 
+def smi_nvlink_errors(node: Node, only: set[int] | None) -> str:
+    """`nvidia-smi nvlink -e`, shaped as the real output (tests/data/fixtures/nvlink_errors):
+    "GPU i: <name> (UUID: ...)" then "\t Link n: Replay Errors: c" / Recovery / CRC per link."""
+    links = int(node.profile["nvlink"].get("links_per_gpu") or 0)
+    rising = 0
+    if node.nvlink_errors:
+        try:
+            since = Path(os.environ.get("GPUCTL_LAB_FAULTS", "/etc/gpuctl-lab/faults")).stat().st_mtime
+        except OSError:
+            since = time.time()
+        rising = max(1, int(time.time() - since) + 1)
+    out = []
+    for i, g in enumerate(node.gpus):
+        if only is not None and i not in only:
+            continue
+        out.append(f"GPU {i}: {node.gpu['model']} (UUID: {g['uuid']})")
+        if not links:
+            out.append("NVML: Unable to retrieve NVLink information as all links are inactive")
+            continue
+        for n in range(links):
+            bad = rising if (g["index"] in node.nvlink_errors and n == 0) else 0
+            out += [f"\t Link {n}: Replay Errors: {bad}", f"\t Link {n}: Recovery Errors: 0",
+                    f"\t Link {n}: CRC Errors: {bad}"]
+    return "\n".join(out) + "\n"
+
+
 def _opt_value(args: list[str], *names: str) -> str | None:
     for k, a in enumerate(args):
         for n in names:
@@ -668,7 +697,10 @@ def nvidia_smi(args: list[str]) -> None:
         if "-s" in args or "--status" in args:
             sys.stdout.write(smi_nvlink(node, _only(args, node)))
             return
-        die("Usage: nvidia-smi nvlink --status [-i N]\n", 2)
+        if "-e" in args or "--errorcounters" in args:
+            sys.stdout.write(smi_nvlink_errors(node, _only(args, node)))
+            return
+        die("Usage: nvidia-smi nvlink --status|--errorcounters [-i N]\n", 2)
     if "-L" in args or "--list-gpus" in args:
         sys.stdout.write(smi_list(node))
         return
