@@ -275,8 +275,6 @@ class PassiveLimits(_Frozen):
 
     #: a GPU busier than this (utilization.gpu %) is not judged for clock events: not load-free
     idle_max_utilization_pct: Figure
-    #: PCIe AER correctable errors: the largest increase since the previous sample that passes
-    aer_correctable_max_increase: Figure
 
 
 class CounterRises(_Frozen):
@@ -295,7 +293,7 @@ class Health(_Frozen):
     hca_max_rate_gbps: AdapterRates | None = None
     training: TrainingLimits | None = None
     passive: PassiveLimits | None = None
-    counter_rises: dict[Literal["nvlink", "infiniband"], CounterRises] | None = None
+    counter_rises: dict[Literal["nvlink", "infiniband", "pcie_aer"], CounterRises] | None = None
 
 
 def _skus_dir() -> Path:

@@ -160,10 +160,9 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
     def sysfs_checks() -> list[hp.HealthFinding]:
         sysfs = probe.pci_sysfs()
         out.firmware.update({f"hca/{d.name}": d.fw_ver for d in sysfs.rdma.values() if d.fw_ver})
-        out.sample.update({"aer_correctable": {f.bdf: f.aer["correctable"] for f in sysfs.functions.values()
-                                               if (f.is_gpu or f.is_nic) and "correctable" in f.aer},
+        out.sample.update({"aer_correctable": hp.aer_correctable(sysfs),
                            "ib_counters": {p: dict(c) for p, c in sysfs.ib_counters.items()}})
-        found = hp.judge_aer(sysfs, previous.get("aer_correctable"), limits)
+        found = hp.judge_aer(sysfs, previous.get("aer_correctable"))
         found += hp.judge_ib_counters(sysfs, previous.get("ib_counters"))
         if spec.fabric.type != "none" and not sysfs.ib_counters:
             found.append(hp.HealthFinding("ib_counters", "node", hp.NOT_JUDGED,

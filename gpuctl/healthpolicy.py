@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpuctl import verdicts as vd
-from gpuctl.catalog import Health, PassiveLimits, PathLimit, Sku
+from gpuctl.catalog import Health, PassiveLimits, PathLimit, Sku, load_health
 from gpuctl.parsers.health import GpuClockEvents, PciSysfs
 from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.lspci import LspciResult
@@ -111,45 +111,43 @@ def judge_fabric(gpus: Sequence[GpuInfo], sku: Sku | None) -> list[HealthFinding
 
 # ---------------------------------------------------------------- counters since the last sample
 
-def _delta(check: str, subject: str, now: int, before: int | None, limit: float, what: str, source: str,
-           remediation: Remediation) -> HealthFinding:
-    if before is None:
-        return HealthFinding(check, subject, NOT_JUDGED, f"{FIRST_SAMPLE} ({what} {now})", found=str(now),
-                             source=source)
-    if now < before:
-        return HealthFinding(check, subject, NOT_JUDGED, f"{what} went back from {before} to {now} (reset or "
-                             f"reboot): new baseline recorded", found=str(now), source=source)
-    rise = now - before
-    expected = f"{what} increase ≤ {limit:g} since the last sample"
-    if rise > limit:
-        return HealthFinding(check, subject, FAIL, f"{what} rose by {rise} since the last sample ({before} → {now})",
-                             remediation, expected=expected, found=f"+{rise}", source=source)
-    return HealthFinding(check, subject, PASS, f"{what} unchanged at {now}" if not rise else f"{what} +{rise}",
-                         expected=expected, found=f"+{rise}", source=source)
+AER_FAMILY = "pcie_aer"  # health.yaml counter_rises.pcie_aer
+AER_CORRECTABLE = "correctable AER errors"
 
 
-def judge_aer(sysfs: PciSysfs, previous: Mapping[str, int] | None, limits: PassiveLimits) -> list[HealthFinding]:
+def aer_correctable(sysfs: PciSysfs) -> dict[str, int]:
+    """What is kept of the AER counters for the next run: {bdf: correctable total} of GPUs and NICs."""
+    return {f.bdf: f.aer["correctable"] for f in sysfs.functions.values()
+            if (f.is_gpu or f.is_nic) and "correctable" in f.aer}
+
+
+def _aer_sample(sysfs: PciSysfs, counts: Mapping[str, int]) -> vd.CounterSample:
+    kinds = {f.bdf: "GPU" if f.is_gpu else "NIC" for f in sysfs.functions.values()}
+    return {(vd.Subject(port=f"{kinds.get(bdf, 'PCI')} {bdf}"), AER_CORRECTABLE): n for bdf, n in counts.items()}
+
+
+def judge_aer(sysfs: PciSysfs, previous: Mapping[str, int] | None) -> list[HealthFinding]:
     """PCIe AER of the GPUs and NICs: fatal or non-fatal errors since boot fail; correctable ones
-    are judged as the increase since `previous` ({bdf: correctable total})."""
-    limit = limits.aer_correctable_max_increase
+    are judged as the change since `previous` ({bdf: correctable total}) by the one counter rule
+    (`gpuctl.verdicts.judge_counter_deltas`, health.yaml counter_rises.pcie_aer)."""
+    rules = (load_health().counter_rises or {}).get(AER_FAMILY)  # type: ignore[call-overload]
+    source = rules.source if rules else ""
     out = []
+    failed = set()
     for fn in sorted(sysfs.functions.values(), key=lambda f: f.bdf):
         if not (fn.is_gpu or fn.is_nic) or not fn.aer:
             continue
-        kind = "GPU" if fn.is_gpu else "NIC"
-        subject = f"{kind} {fn.bdf}"
         bad = {k: n for k in ("fatal", "nonfatal") if (n := fn.aer.get(k, 0))}
         if bad:
+            failed.add(fn.bdf)
             found = ", ".join(f"{n} {k}" for k, n in bad.items())
-            out.append(HealthFinding("pcie_aer", subject, FAIL, f"PCIe AER {found} error(s) since boot",
-                                     Remediation.RESEAT_OR_REPLACE, expected="0 fatal, 0 non-fatal",
-                                     found=found, source=limit.source))
-            continue
-        if "correctable" not in fn.aer:
-            continue
-        before = None if previous is None else previous.get(fn.bdf)
-        out.append(_delta("pcie_aer", subject, fn.aer["correctable"], before, limit.value,
-                          "correctable AER errors", limit.source, Remediation.RESEAT_OR_REPLACE))
+            out.append(HealthFinding("pcie_aer", f"{'GPU' if fn.is_gpu else 'NIC'} {fn.bdf}", FAIL,
+                                     f"PCIe AER {found} error(s) since boot", Remediation.RESEAT_OR_REPLACE,
+                                     expected="0 fatal, 0 non-fatal", found=found, source=source))
+    now = {bdf: n for bdf, n in aer_correctable(sysfs).items() if bdf not in failed}
+    if now:
+        out += _counter_rises("pcie_aer", "pcie_aer_correctable", AER_FAMILY, _aer_sample(sysfs, now),
+                              None if previous is None else _aer_sample(sysfs, previous), AER_CORRECTABLE)
     if not out and any(f.is_gpu or f.is_nic for f in sysfs.functions.values()):
         out.append(HealthFinding("pcie_aer", "node", NOT_JUDGED,
                                  "not judged: no aer_dev_* counters in sysfs (kernel without AER statistics?)"))

@@ -291,7 +291,7 @@ def test_health_pcie_aer(host, spec, probe):
     from gpuctl.health import load_previous
 
     previous = load_previous(spec.cluster, spec.node) or {}
-    judge_health(healthpolicy.judge_aer(probe.pci_sysfs(), previous.get("aer_correctable"), _passive()))
+    judge_health(healthpolicy.judge_aer(probe.pci_sysfs(), previous.get("aer_correctable")))
 
 
 def test_health_gpu_nic_numa(host, spec, probe):
