@@ -189,6 +189,35 @@ def test_aer_correctable_uses_the_one_counter_rule() -> None:
     assert not hasattr(hp, "_delta") and not hasattr(LIMITS, "aer_correctable_max_increase")
 
 
+def test_ib_counters_read_are_the_counters_judged() -> None:
+    """One list: the sysfs files health reads are health.yaml counter_rises.infiniband's counters."""
+    from gpuctl.parsers.ib_counters import NAMES
+
+    judged = set(load_health().counter_rises["infiniband"].counters)
+    assert {NAMES[c] for c in ib_counter_files()} == judged
+    assert {"symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors"} <= set(ib_counter_files())
+
+
+def test_ib_counters_first_sample_then_change_since_the_last_run() -> None:
+    first = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), None)
+    assert {f.status for f in first} == {hp.NOT_JUDGED}
+    assert all(f.detail.startswith(hp.FIRST_SAMPLE) for f in first)
+    before = {p: dict(c) for p, c in parse_pci_sysfs(sysfs_files(symbol=5)).ib_counters.items()}
+    steady = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), before)
+    assert [f.status for f in steady] == [hp.PASS]  # 5 symbol errors, none new: absolute value not judged
+    rising = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=12)), before)
+    # the rule of health.yaml counter_rises.infiniband: a symbol error rise warns
+    bad = [f for f in rising if f.status != hp.PASS]
+    assert [(f.subject, f.status) for f in bad] == [("mlx5_0/1", hp.WARN)] and "rose by 7" in bad[0].detail
+    assert "SymbolErrorCounter" in bad[0].detail
+    downed = {p: dict(c) for p, c in before.items()}
+    downed["mlx5_1/1"]["link_downed"] = 0
+    now = parse_pci_sysfs({**sysfs_files(symbol=5), "/sys/class/infiniband/mlx5_1/ports/1/counters/link_downed": "2\n"})
+    assert [f.status for f in hp.judge_ib_counters(now, downed)] == [hp.FAIL]
+    reset = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=0)), before)
+    assert [f.status for f in reset] == [hp.WARN] and "fell from 5 to 0" in reset[0].detail
+
+
 # ---------------------------------------------------------------- NVLink error counters
 
 NVLINK_E = (FIX / "nvlink_errors" / "nvlink-e-h100-gpu0-18links-elided-ml-engineering.txt").read_text()
