@@ -270,6 +270,13 @@ class AdapterRates(_Frozen):
     source: str = Field(min_length=3)
 
 
+class PassiveLimits(_Frozen):
+    """What `gpuctl health` (and verify's health checks) judge against."""
+
+    #: a GPU busier than this (utilization.gpu %) is not judged for clock events: not load-free
+    idle_max_utilization_pct: Figure
+
+
 class CounterRises(_Frozen):
     """Error counters judged by their rise between two samples: counter name → status."""
 
@@ -285,7 +292,8 @@ class Health(_Frozen):
     pcie_link: PcieLinkLimits | None = None
     hca_max_rate_gbps: AdapterRates | None = None
     training: TrainingLimits | None = None
-    counter_rises: dict[Literal["nvlink", "infiniband"], CounterRises] | None = None
+    passive: PassiveLimits | None = None
+    counter_rises: dict[Literal["nvlink", "infiniband", "pcie_aer"], CounterRises] | None = None
 
 
 def _skus_dir() -> Path:

@@ -788,8 +788,14 @@ def judge_clock_events(gpu: GpuInfo, node: Subject = NODE) -> list[Verdict]:
     whenever it is seen. [] when the output has no clock event section."""
     if gpu.clock_events is None:
         return []
-    subject = _gpu_subject(gpu, node)
-    active = [name for name, on in gpu.clock_events if on]
+    return judge_clock_event_reasons([name for name, on in gpu.clock_events if on], _gpu_subject(gpu, node))
+
+
+def judge_clock_event_reasons(active: Sequence[str], subject: Subject) -> list[Verdict]:
+    """The one rule of which active clock event reasons (named as `nvidia-smi -q` prints them,
+    `CLOCK_EVENT_NAMES`) are faults: a HW/thermal slowdown fails the GPU, the others are
+    settings or idle (a note). Used by `judge_clock_events` (nvidia-smi -q/XML) and by
+    `gpuctl health` (its --query-gpu CSV, names mapped)."""
     faults = [n for n in active if n in _CLOCK_FAULTS]
     notes = [n for n in active if n not in _CLOCK_FAULTS]
     check = "clock_event_reasons"

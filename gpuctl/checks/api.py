@@ -18,7 +18,7 @@ Convention for `roles/<role>/checks.py`:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from gpuctl.spec import NodeSpec
@@ -27,8 +27,20 @@ from .model import CheckFailure, CouldNotRun, Remediation
 from .probe import Probe
 
 __all__ = [
-    "COMPONENT_ROLE", "CheckFailure", "CouldNotRun", "Remediation", "check_module_loaded", "check_package_held",
-    "check_package_pinned", "check_service_active", "expect", "fail", "for_each", "modules_of", "packages_of",
+    "COMPONENT_ROLE",
+    "CheckFailure",
+    "CouldNotRun",
+    "Remediation",
+    "check_module_loaded",
+    "check_package_held",
+    "check_package_pinned",
+    "check_service_active",
+    "expect",
+    "fail",
+    "for_each",
+    "judge_health",
+    "modules_of",
+    "packages_of",
     "services_of",
 ]
 
@@ -62,6 +74,23 @@ def expect(ok: bool, message: str, *, expected: Any, found: Any, remediation: Re
     """Fail with these fields unless `ok`."""
     if not ok:
         fail(message, expected=expected, found=found, remediation=remediation, subject=subject)
+
+
+def judge_health(findings: Sequence[Any]) -> None:
+    """Verify's side of a passive health check (`gpuctl.healthpolicy`, the judgements `gpuctl
+    health` makes): fail naming every failing subject; skip (never pass) when nothing was judged."""
+    failed = [f for f in findings if f.status == "fail"]
+    if failed:
+        first = failed[0]
+        found = "; ".join(f"{f.subject}: {f.found or f.detail}" for f in failed)
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        fail(f"{first.subject}: {first.detail}{more}", expected=first.expected or "healthy", found=found,
+             remediation=first.remediation, subject=first.subject)
+    if not any(f.status == "pass" for f in findings):
+        import pytest
+
+        why = "; ".join(dict.fromkeys(f.detail for f in findings)) or "nothing to judge on this node"
+        pytest.skip(f"not judged: {why}")
 
 
 def _role_components(role: str) -> list[str]:

@@ -25,7 +25,18 @@ from typing import Any, Protocol
 
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
+from gpuctl.parsers.health import (
+    AER_KINDS,
+    REASON_PREFIXES,
+    GpuClockEvents,
+    PciSysfs,
+    parse_clock_events_csv,
+    parse_pci_sysfs,
+    query_fields,
+)
+from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
+from gpuctl.parsers.lspci import LspciResult, parse_lspci
 from gpuctl.parsers.nvidia_smi import (
     DriverLibraryMismatch,
     DriverNotLoaded,
@@ -36,6 +47,7 @@ from gpuctl.parsers.nvidia_smi import (
     parse_nvidia_smi_q,
     parse_nvidia_smi_xml,
 )
+from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult, parse_nvlink_errors
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.xid import XidResult, parse_xid_log
 from gpuctl.spec import NodeSpec
@@ -55,6 +67,33 @@ STATIC_FILES: tuple[str, ...] = (
 # Shell globs expanded on the host, read in the same bundle.
 STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.list.d/*")
 
+
+# The passive health checks' sysfs reads (gpuctl.parsers.health.parse_pci_sysfs): the GPUs' and
+# NICs' PCI functions only (class 0x0300/0x0302/0x0200/0x0207; `read` is a shell builtin, so a
+# box with hundreds of PCI functions costs no fork per function), each RDMA device's PCI function
+# as a `device-link` entry, and the RDMA devices' firmware and port error counters.
+def ib_counter_files() -> tuple[str, ...]:
+    """The sysfs port counter files of the counters judged by health.yaml counter_rises.infiniband
+    (perfquery names mapped back to the kernel's: SymbolErrorCounter → symbol_error)."""
+    from gpuctl.catalog import load_health
+
+    rules = (load_health().counter_rises or {}).get("infiniband")
+    judged = set(rules.counters) if rules else set()
+    return tuple(sorted(sysfs for sysfs, name in IB_COUNTER_NAMES.items() if "_" in sysfs and name in judged))
+
+
+def health_sysfs_script() -> str:
+    """One shell command reading every sysfs file of the passive health checks."""
+    return (
+        "for d in /sys/bus/pci/devices/*; do { read -r c < \"$d/class\"; } 2>/dev/null || continue; "
+        "case \"$c\" in 0x0300*|0x0302*|0x0200*|0x0207*) tail -v -n +1 -- \"$d/class\" \"$d/vendor\" "
+        "\"$d/numa_node\" " + " ".join(f'\"$d/aer_dev_{k}\"' for k in AER_KINDS) + " 2>/dev/null; "
+        "printf '\\n==> %s <==\\n' \"$d/device-path\"; readlink -f \"$d\";; esac; done; "
+        "for i in /sys/class/infiniband/*; do [ -e \"$i\" ] || continue; printf '==> %s <==\\n' \"$i/device-link\"; "
+        "readlink -f \"$i/device\" 2>/dev/null || echo; done; "
+        "tail -v -n +1 -- /sys/class/infiniband/*/fw_ver "
+        + " ".join(f"/sys/class/infiniband/*/ports/*/counters/{c}" for c in ib_counter_files()) + " 2>/dev/null; exit 0"
+    )
 
 # nvidia-smi's two full reports; both parse to the same NvidiaSmiResult. Verify reads the
 # XML (machine-readable); the text form serves outputs recorded as `nvidia-smi -q`.
@@ -330,6 +369,60 @@ class Probe:
             return parse_xid_log(out.stdout if out.stdout.strip() else "(empty kernel log)\n")
         return self.parsed("kernel_log", build)
 
+    # ------------------------------------------------------------ passive health (gpuctl.healthpolicy)
+
+    def clock_events(self) -> tuple[GpuClockEvents, ...]:
+        """Load, VBIOS and clock-event reasons per GPU: `nvidia-smi --query-gpu` with the
+        clocks_event_reasons.* names, else (a driver that does not know them) the older
+        clocks_throttle_reasons.* names."""
+        def build() -> tuple[GpuClockEvents, ...]:
+            last = None
+            for prefix in REASON_PREFIXES:
+                fields = query_fields(prefix)
+                command = f"nvidia-smi --query-gpu={','.join(fields)} --format=csv,noheader,nounits"
+                out = self.output(f"nvidia-smi-{prefix}", command, tool="nvidia-smi", ok_rc=range(0, 256))
+                if out.rc == 0:
+                    return parse_clock_events_csv(out.stdout, fields)
+                last = out
+                if "is not a valid field" not in out.stdout + out.stderr:
+                    break
+            assert last is not None
+            from gpuctl.parsers.nvidia_smi import _check_failure
+            try:
+                _check_failure(last.stdout + "\n" + last.stderr)
+            except NvidiaSmiFailure as exc:
+                raise CouldNotRun(f"nvidia-smi cannot read the GPUs ({exc.kind})", nvml_remediation(exc)) from None
+            text = (last.stderr.strip() or last.stdout.strip()).splitlines()
+            raise CouldNotRun(f"`{last.command}` exited {last.rc}: {text[-1] if text else 'no output'}")
+        return self.parsed("clock_events", build)
+
+    def nvlink_errors(self) -> NvlinkErrorsResult:
+        """`nvidia-smi nvlink -e`: per GPU and link, the NVLink error counters (since the driver loaded)."""
+        def build() -> NvlinkErrorsResult:
+            out = self.output("nvidia-smi-nvlink-e", "nvidia-smi nvlink -e", tool="nvidia-smi", ok_rc=range(0, 256))
+            if out.rc:
+                from gpuctl.parsers.nvidia_smi import _check_failure
+                try:
+                    _check_failure(out.stdout + "\n" + out.stderr)
+                except NvidiaSmiFailure as exc:
+                    raise CouldNotRun(f"nvidia-smi cannot read the GPUs ({exc.kind})", nvml_remediation(exc)) \
+                        from None
+                text = (out.stderr.strip() or out.stdout.strip()).splitlines()
+                raise CouldNotRun(f"`{out.command}` exited {out.rc}: {text[-1] if text else 'no output'}")
+            return parse_nvlink_errors(out.stdout)
+        return self.parsed("nvlink_errors", build)
+
+    def pci_sysfs(self) -> PciSysfs:
+        """sysfs of the GPUs' and NICs' PCI functions (class, vendor, numa_node, AER counters) and
+        of the RDMA devices (PCI function, fw_ver, port error counters): one command."""
+        return self.parsed("pci_sysfs", lambda: parse_pci_sysfs(outputs.parse_tail_bundle(
+            self.output("health-sysfs", health_sysfs_script(), ok_rc=(0,)).stdout)[0]))
+
+    def pcie_acs(self) -> LspciResult:
+        """ACS control of every PCI bridge (`lspci -D -vvv -d ::0604`: class PCI bridge only)."""
+        return self.parsed("pcie_acs", lambda: parse_lspci(
+            self.output("lspci-acs", "lspci -D -vvv -d ::0604", tool="lspci").stdout or "(no PCI bridge)\n"))
+
     # ------------------------------------------------------------ fabric, network
 
     def interfaces(self) -> dict[str, outputs.Interface]:
@@ -395,7 +488,10 @@ class Probe:
         if self.spec.services:
             steps.append(("units", self.units))
         if "nvidia_driver" in wanted:
-            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log)]
+            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log),
+                      ("clock_events", self.clock_events)]
+        if wanted & {"nvidia_driver", "network"}:
+            steps.append(("pci_sysfs", self.pci_sysfs))
         if wanted & {"network", "nccl"}:
             steps.append(("interfaces", self.interfaces))
             if self.spec.fabric.type != "none":

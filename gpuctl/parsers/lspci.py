@@ -41,6 +41,7 @@ class PciDevice:
     ue_status: dict[str, bool] | None  # AER uncorrectable error status
     ce_status: dict[str, bool] | None  # AER correctable error status
     line: int  # first line of the device in the input
+    caps_denied: bool = False  # "Capabilities: <access denied>": lspci not run as root, ACS/AER unknown
 
     @property
     def is_bridge(self) -> bool | None:
@@ -88,6 +89,8 @@ def parse_lspci(text: str) -> LspciResult:
             if not devices:
                 devices.append({"bus_id": None, "description": None, "line": n})
             devices[-1]["port_type"] = m.group(1)
+        elif "Capabilities: <access denied>" in line and devices and line.startswith((" ", "\t")):
+            devices[-1]["caps_denied"] = True
         elif _PCIEPORT.match(line) and devices:
             # a PCIe port (root or switch port); the Express line, when in the paste, says which
             devices[-1].setdefault("port_type", "PCIe port")
@@ -97,4 +100,4 @@ def parse_lspci(text: str) -> LspciResult:
     return LspciResult(tuple(PciDevice(
         bus_id=d["bus_id"], description=d["description"], port_type=d.get("port_type"),  # type: ignore[arg-type]
         acs_ctl=d.get("ACSCtl"), ue_status=d.get("UESta"), ce_status=d.get("CESta"),  # type: ignore[arg-type]
-        line=d["line"]) for d in devices))  # type: ignore[arg-type]
+        line=d["line"], caps_denied=bool(d.get("caps_denied"))) for d in devices))  # type: ignore[arg-type]

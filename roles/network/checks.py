@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuctl import healthpolicy
 from gpuctl.checks.api import (
     CouldNotRun,
     Remediation,
@@ -18,6 +19,7 @@ from gpuctl.checks.api import (
     expect,
     fail,
     for_each,
+    judge_health,
     modules_of,
 )
 
@@ -146,3 +148,15 @@ def test_vlan_address(host, spec, probe, item):
         raise CouldNotRun(f"{item} does not exist; see {ROLE}.vlan_up[{item}]")
     expect(vlan.address in iface.addresses, f"{item} lacks {vlan.address}", expected=vlan.address,
            found=", ".join(iface.addresses) or "no IPv4 address", remediation=Remediation.RECONFIGURE)
+
+
+def test_health_ib_counters(host, spec, probe):
+    """IB port error counters (health.yaml counter_rises.infiniband) as the change since the last
+    `gpuctl health` sample (`gpuctl.healthpolicy.judge_ib_counters`, the counter rule of analyze);
+    verify reads that sample, never writes it: without one the check is skipped, not passed."""
+    from gpuctl.health import load_previous
+
+    if spec.fabric.type == "none":
+        pytest.skip("no fabric")
+    previous = load_previous(spec.cluster, spec.node) or {}
+    judge_health(healthpolicy.judge_ib_counters(probe.pci_sysfs(), previous.get("ib_counters")))

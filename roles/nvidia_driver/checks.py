@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from gpuctl.catalog import load_health
+from gpuctl import healthpolicy
+from gpuctl.catalog import load_health, load_sku
 from gpuctl.checks.api import (
     CouldNotRun,
     Remediation,
@@ -21,6 +22,7 @@ from gpuctl.checks.api import (
     expect,
     fail,
     for_each,
+    judge_health,
     modules_of,
     packages_of,
     services_of,
@@ -266,6 +268,45 @@ def test_nvlink_pair(host, spec, probe, item):
     expect(code == want, f"GPU{a}↔GPU{b} is {code}, the SKU {spec.sku} expects {want}: {why}",
            expected=want, found=code, remediation=Remediation.VENDOR_RMA if nvlinks == 0
            else Remediation.RESEAT_OR_REPLACE, subject=f"GPU {a} ↔ GPU {b}")
+
+
+# ---------------------------------------------------------------- passive health (gpuctl health's checks)
+
+def _passive():
+    limits = load_health().passive
+    if limits is None:
+        raise CouldNotRun("catalog/health.yaml has no passive: limits")
+    return limits
+
+
+def test_health_clock_events(host, spec, probe):
+    """No HW slowdown, power brake or thermal clock-event reason on an idle GPU (busy GPUs are
+    not judged) — `gpuctl.healthpolicy.judge_clock_events`, as `gpuctl health`."""
+    judge_health(healthpolicy.judge_clock_events(probe.clock_events(), _passive()))
+
+
+def test_health_pcie_aer(host, spec, probe):
+    """No fatal or non-fatal PCIe AER error on a GPU or NIC since boot; correctable ones judged as
+    the change since the last `gpuctl health` sample (verify reads that sample, never writes it)."""
+    from gpuctl.health import load_previous
+
+    previous = load_previous(spec.cluster, spec.node) or {}
+    judge_health(healthpolicy.judge_aer(probe.pci_sysfs(), previous.get("aer_correctable")))
+
+
+def test_health_gpu_nic_numa(host, spec, probe):
+    """Each GPU's NUMA node holds a fabric NIC where the SKU expects one NIC per GPU (else reported)."""
+    judge_health(healthpolicy.judge_numa(probe.pci_sysfs(), load_sku(spec.sku).fabric.gpu_nic_max_path,
+                                         spec.hardware.gpu_count))
+
+
+def test_health_pcie_acs(host, spec, probe):
+    """No ACS request/completion redirect on a PCIe switch port above a GPU or NIC (`lspci -vvv`)."""
+    if not healthpolicy.switch_bridges(probe.pci_sysfs()):
+        import pytest
+
+        pytest.skip("not judged: no PCIe switch above the GPUs and NICs")
+    judge_health(healthpolicy.judge_acs(probe.pci_sysfs(), probe.pcie_acs()))
 
 
 def test_no_fatal_xid(host, spec, probe):

@@ -34,6 +34,11 @@ def local_runner(tmp: Path):
     ("ecc_uncorrectable", 6, "ecc_uncorrectable gpu=6"),
     ("row_remap_pending", None, "row_remap_pending gpu=1"),
     ("slow_nccl", None, "slow_nccl"),
+    ("throttle", None, "throttle gpu=3"),
+    ("gpu_busy", 0, "gpu_busy gpu=0"),
+    ("fabric_not_ready", None, "fabric_not_ready"),
+    ("vbios_differs", None, "vbios_differs"),
+    ("nvlink_errors", 2, "nvlink_errors gpu=2"),
 ])
 def test_tool_faults_record_one_line_and_clear(tmp_path: Path, fault: str, gpu: int | None, line: str) -> None:
     run, fault_file, _ = local_runner(tmp_path)

@@ -63,6 +63,12 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("driver_mismatch", "loaded kernel module version differs from the installed user space"),
     Fault("slow_nccl", "NCCL bus bandwidth at 60 % of the SKU's"),
     Fault("raid_degraded", "one member removed from the md array"),
+    # passive health checks (gpuctl health, issue 19): emulated-tool faults
+    Fault("throttle", "HW slowdown clock-event reason active on one idle GPU", True, 3),
+    Fault("gpu_busy", "one GPU at 97 % utilization (its clock events are not judged)", True, 4),
+    Fault("fabric_not_ready", "NVSwitch fabric State 'In Progress' on every GPU although the fabric manager runs"),
+    Fault("vbios_differs", "this node's GPUs report another VBIOS version than their peers"),
+    Fault("nvlink_errors", "NVLink replay and CRC errors rising on link 0 of one GPU (nvidia-smi nvlink -e)", True, 1),
 )}
 
 Runner = Callable[[str], str]
@@ -110,7 +116,8 @@ def _script(fault: Fault, gpu: int | None, clear: bool, profile_rate_gbps: float
     if name in ("gpu_missing", "pcie_x8"):  # also seen on the PCI bus (sysfs), see gpuctl.lab.pcisim
         return (_record("" if clear else f"{name}{gpu_word}", name)
                 + f"if [ -f {SCRIPT_PATH} ]; then {refresh_command()}; fi\n")
-    if name in ("nvlink_pairs", "ecc_uncorrectable", "row_remap_pending", "slow_nccl"):
+    if name in ("nvlink_pairs", "ecc_uncorrectable", "row_remap_pending", "slow_nccl", "throttle", "gpu_busy",
+                "fabric_not_ready", "vbios_differs", "nvlink_errors"):
         return _record("" if clear else f"{name}{gpu_word}", name)
     if name == "fm_down":
         if clear:

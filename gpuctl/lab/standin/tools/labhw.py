@@ -135,10 +135,24 @@ class Node:
         self.remap = fault_gpus(faults, "row_remap_pending", 0)
         self.nvlink_pairs = "nvlink_pairs" in faults
         self.slow_nccl = "slow_nccl" in faults
+        # passive health faults: `throttle gpu=N reason=hw_slowdown`, `gpu_busy gpu=N`,
+        # `fabric_not_ready`, `vbios_differs version=V`
+        self.throttle: dict[int, set[str]] = {}
+        for params in faults.get("throttle", []):
+            self.throttle.setdefault(int(params.get("gpu", 0)), set()).add(params.get("reason", "hw_slowdown"))
+        self.busy = fault_gpus(faults, "gpu_busy", 0)
+        self.fabric_not_ready = "fabric_not_ready" in faults
+        self.vbios_override = next((p.get("version", "96.00.99.00.01") for p in faults.get("vbios_differs", [])), None)
+        # `nvlink_errors gpu=N`: link 0 of GPU N takes replay and CRC errors, one more per second
+        # since the fault file last changed (two health runs a second apart see them rise)
+        self.nvlink_errors = fault_gpus(faults, "nvlink_errors", 1)
 
     # -- per-GPU facts (g is a profile GPU entry)
     def width(self, g: dict) -> int:
         return 8 if g["index"] in self.pcie_x8 else self.profile["pcie"]["width"]
+
+    def vbios(self, g: dict) -> str:
+        return self.vbios_override or self.gpu.get("vbios", "96.00.74.00.01")
 
     def ecc_unc(self, g: dict) -> int:
         return 2 if g["index"] in self.ecc else 0
@@ -251,7 +265,7 @@ def _q_line(depth: int, key: str, value: str | None = None) -> str:
 def fabric_state(node: Node) -> tuple[str, str]:
     if not node.profile["nvlink"].get("nvswitch"):
         return "N/A", "N/A"
-    if pid_alive(FM_PIDFILE):
+    if pid_alive(FM_PIDFILE) and not node.fabric_not_ready:
         return "Completed", "Success"
     return "In Progress", "N/A"
 
@@ -289,7 +303,7 @@ def smi_q(node: Node, driver: str, cuda: str, only: set[int] | None) -> str:
         L(_q_line(1, "Serial Number", g["serial"]))
         L(_q_line(1, "GPU UUID", g["uuid"]))
         L(_q_line(1, "Minor Number", str(g["index"])))
-        L(_q_line(1, "VBIOS Version", gpu.get("vbios", "96.00.74.00.01")))
+        L(_q_line(1, "VBIOS Version", node.vbios(g)))
         L(_q_line(1, "MultiGPU Board", "No"))
         L(_q_line(1, "Board ID", f"0x{int(b[1], 16):x}00"))
         L(_q_line(1, "Board Part Number", gpu.get("board_part", "692-2G520-0200-000")))
@@ -438,7 +452,7 @@ def smi_xml(node: Node, driver: str, cuda: str) -> str:
             "persistence_mode": pm, "addressing_mode": "None",
             "mig_mode": {"current_mig": "Disabled", "pending_mig": "Disabled"},
             "serial": g["serial"], "uuid": g["uuid"], "minor_number": str(g["index"]),
-            "vbios_version": gpu.get("vbios", "96.00.74.00.01"), "multigpu_board": "No",
+            "vbios_version": node.vbios(g), "multigpu_board": "No",
             "pci": {
                 "pci_bus": b[1].upper(), "pci_device": b[2].split(".")[0].upper(), "pci_domain": "0000",
                 "pci_base_class": "3", "pci_sub_class": "2",
@@ -506,7 +520,7 @@ def query_value(node: Node, i: int, g: dict, field: str, driver: str, cuda: str)
         "pcie.link.width.current": (str(node.width(g)), ""),
         "pcie.link.width.max": (str(node.profile["pcie"]["width"]), ""),
         "persistence_mode": ("Enabled" if node.persistence() else "Disabled", ""),
-        "vbios_version": (gpu.get("vbios", "96.00.74.00.01"), ""),
+        "vbios_version": (node.vbios(g), ""),
         "compute_cap": (gpu.get("compute_capability", "9.0"), ""),
         "pstate": ("P0", ""),
         "memory.total": (str(mem), "MiB"), "memory.reserved": (str(reserved), "MiB"),
@@ -533,6 +547,14 @@ def query_value(node: Node, i: int, g: dict, field: str, driver: str, cuda: str)
         "fabric.state": (fabric_state(node)[0], ""), "fabric.status": (fabric_state(node)[1], ""),
         "mig.mode.current": ("Disabled", ""),
     }
+    if i in node.busy:
+        values["utilization.gpu"] = ("97", "%")
+    # clocks_event_reasons.* (driver >= 535) and the older clocks_throttle_reasons.* names
+    for prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
+        for reason in ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                       "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown", "sync_boost"):
+            active = reason in node.throttle.get(i, set()) or (reason == "gpu_idle" and i not in node.busy)
+            values[f"{prefix}.{reason}"] = ("Active" if active else "Not Active", "")
     if field not in values:
         raise KeyError(field)
     return values[field]
@@ -602,6 +624,32 @@ def smi_nvlink(node: Node, only: set[int] | None) -> str:
     return "\n".join(out) + "\n"
 
 
+def smi_nvlink_errors(node: Node, only: set[int] | None) -> str:
+    """`nvidia-smi nvlink -e`, shaped as the real output (tests/data/fixtures/nvlink_errors):
+    "GPU i: <name> (UUID: ...)" then "\t Link n: Replay Errors: c" / Recovery / CRC per link."""
+    links = int(node.profile["nvlink"].get("links_per_gpu") or 0)
+    rising = 0
+    if node.nvlink_errors:
+        try:
+            since = Path(os.environ.get("GPUCTL_LAB_FAULTS", "/etc/gpuctl-lab/faults")).stat().st_mtime
+        except OSError:
+            since = time.time()
+        rising = max(1, int(time.time() - since) + 1)
+    out = []
+    for i, g in enumerate(node.gpus):
+        if only is not None and i not in only:
+            continue
+        out.append(f"GPU {i}: {node.gpu['model']} (UUID: {g['uuid']})")
+        if not links:
+            out.append("NVML: Unable to retrieve NVLink information as all links are inactive")
+            continue
+        for n in range(links):
+            bad = rising if (g["index"] in node.nvlink_errors and n == 0) else 0
+            out += [f"\t Link {n}: Replay Errors: {bad}", f"\t Link {n}: Recovery Errors: 0",
+                    f"\t Link {n}: CRC Errors: {bad}"]
+    return "\n".join(out) + "\n"
+
+
 def _opt_value(args: list[str], *names: str) -> str | None:
     for k, a in enumerate(args):
         for n in names:
@@ -649,7 +697,10 @@ def nvidia_smi(args: list[str]) -> None:
         if "-s" in args or "--status" in args:
             sys.stdout.write(smi_nvlink(node, _only(args, node)))
             return
-        die("Usage: nvidia-smi nvlink --status [-i N]\n", 2)
+        if "-e" in args or "--errorcounters" in args:
+            sys.stdout.write(smi_nvlink_errors(node, _only(args, node)))
+            return
+        die("Usage: nvidia-smi nvlink --status|--errorcounters [-i N]\n", 2)
     if "-L" in args or "--list-gpus" in args:
         sys.stdout.write(smi_list(node))
         return

@@ -1,0 +1,607 @@
+"""Passive health checks (issue 19): parsers, one judgement per check on recorded outputs
+(healthy and faulty), the `gpuctl health` command (exit codes, --json, the drain line) through
+the lab's stand-in tools on this machine, and the per-node time limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from gpuctl import healthpolicy as hp
+from gpuctl.catalog import PathLimit, Workload, load_health, load_sku
+from gpuctl.checks.outputs import parse_tail_bundle
+from gpuctl.checks.probe import health_sysfs_script, ib_counter_files
+from gpuctl.cli.main import main
+from gpuctl.errors import ParseError
+from gpuctl.health import COULD_NOT_RUN, HEALTHY, UNHEALTHY, NodeHealth, run_health
+from gpuctl.inventory import load_inventory
+from gpuctl.parsers.health import parse_clock_events_csv, parse_pci_sysfs, query_fields
+from gpuctl.parsers.lspci import parse_lspci
+from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q, parse_nvidia_smi_xml
+from gpuctl.parsers.nvlink_errors import parse_nvlink_errors
+from gpuctl.parsers.xid import parse_xid_log
+from gpuctl.remediation import Remediation
+from gpuctl.spec import resolve
+from tests.unit.lab_local import FIX, LABHW, standin_node
+
+LIMITS = load_health().passive
+NEW = query_fields("clocks_event_reasons")
+OLD = query_fields("clocks_throttle_reasons")
+DRAIN = re.compile(r"^gpuctl: (?P<check>[a-z_]+): (?P<subject>[^:]+(?::[^ :][^:]*)*?): (?P<detail>.+) → "
+                   r"(?P<remediation>[a-z_]+)$")
+
+# shaped like `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` on an idle 8-GPU H100
+CLOCKS_IDLE = """\
+0, 00000000:18:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, Not Active
+1, 00000000:2A:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, Not Active
+"""
+
+
+# ---------------------------------------------------------------- 1. clock events
+
+def test_clock_events_idle_gpus_pass() -> None:
+    found = hp.judge_clock_events(parse_clock_events_csv(CLOCKS_IDLE, NEW), LIMITS)
+    assert [f.status for f in found] == [hp.PASS, hp.PASS]
+
+
+def test_clock_events_hw_slowdown_on_an_idle_gpu_fails_naming_it() -> None:
+    text = CLOCKS_IDLE.replace("2A:00.0, 0, 96.00.74.00.01, Not Active", "2A:00.0, 0, 96.00.74.00.01, Active")
+    found = hp.judge_clock_events(parse_clock_events_csv(text, OLD), LIMITS)  # older names read alike
+    assert [f.status for f in found] == [hp.PASS, hp.FAIL]
+    assert found[1].subject == "GPU 1 (00000000:2A:00.0)" and "HW Slowdown" in found[1].detail
+    assert found[1].remediation is Remediation.RESEAT_OR_REPLACE
+
+
+def test_clock_events_busy_gpu_is_not_judged() -> None:
+    text = CLOCKS_IDLE.replace("2A:00.0, 0,", "2A:00.0, 88,").replace("Not Active\n", "Active\n")
+    found = hp.judge_clock_events(parse_clock_events_csv(text, NEW), LIMITS)
+    assert found[1].status == hp.NOT_JUDGED and "GPU busy" in found[1].detail
+    assert found[0].status == hp.FAIL  # GPU 0 idle with SW thermal slowdown active
+
+
+@pytest.mark.parametrize("text", ["", "0, 00000000:18:00.0, 0\n", "x, b, 0, v, Active, Active, Active, Active\n",
+                                  "0, b, 0, v, Maybe, Active, Active, Active\n"])
+def test_clock_events_bad_output_is_refused(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_clock_events_csv(text, NEW)
+
+
+# ---------------------------------------------------------------- 2. fabric
+
+REAL_Q = (FIX / "nvidia_smi" / "nvidia-smi-q-h100-8gpu-535.183.txt").read_text()
+
+
+H100_SKU = load_sku("hgx-h100-80gb")
+
+
+def test_fabric_real_hgx_h100_completed_success_passes() -> None:
+    found = hp.judge_fabric(parse_nvidia_smi_q(REAL_Q).gpus, H100_SKU)
+    assert len(found) == 8 and {f.status for f in found} == {hp.PASS}
+
+
+def test_fabric_in_progress_fails_naming_the_gpu() -> None:
+    pad = "State                             : "
+    text = REAL_Q.replace(pad + "Completed", pad + "In Progress", 1)
+    found = hp.judge_fabric(parse_nvidia_smi_q(text).gpus, H100_SKU)
+    assert [f.status for f in found].count(hp.FAIL) == 1
+    bad = next(f for f in found if f.status == hp.FAIL)
+    assert bad.subject.startswith("GPU 0 (") and "nvidia-fabricmanager has not finished" in bad.detail
+
+
+def test_fabric_is_the_analyze_judgement() -> None:
+    """One rule: health's fabric findings are `gpuctl.verdicts.judge_fabric`'s verdicts, and a
+    GPU without a fabric state on an NVSwitch SKU warns (A100 HGX prints N/A), as analyze does."""
+    from gpuctl import verdicts
+
+    gpus = parse_nvidia_smi_q(REAL_Q.replace("Completed", "N/A").replace("Success", "N/A")).gpus
+    assert [f.status for f in hp.judge_fabric(gpus, H100_SKU)] == [hp.WARN] * 8
+    assert [v.status.value for v in verdicts.judge_fabric(gpus, H100_SKU)] == ["warn"] * 8
+    assert not hasattr(hp, "GpuFabric") and not hasattr(__import__("gpuctl.parsers.nvidia_smi").parsers.nvidia_smi,
+                                                      "parse_fabric")
+
+
+def test_fabric_failure_status_asks_a_reboot_and_xml_reads_alike() -> None:
+    xml = (FIX / "nvidia_smi" / "nvidia-smi-q-x-h200-1gpu-580.159-real.xml").read_text()
+    text = xml.replace("<state>N/A</state>", "<state>Completed</state>", 1).replace(
+        "<status>N/A</status>", "<status>Failure</status>", 1)
+    found = hp.judge_fabric(parse_nvidia_smi_xml(text).gpus, H100_SKU)
+    assert found[0].status == hp.FAIL and found[0].remediation is Remediation.REBOOT
+
+
+def test_fabric_section_absent_is_not_judged_off_nvswitch() -> None:
+    text = (FIX / "nvidia_smi" / "nvidia-smi-q-i0-h800-525.105-llmaction.txt").read_text()
+    gpus = parse_nvidia_smi_q(text).gpus
+    if all(g.fabric_state is None for g in gpus):
+        assert {f.status for f in hp.judge_fabric(gpus, load_sku("single-h200"))} == {hp.NOT_JUDGED}
+
+
+# ---------------------------------------------------------------- sysfs: AER, IB counters, NUMA
+
+# the kernel's aer_dev_* layout (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats)
+AER_ZERO_COR = "RxErr 0\nBadTLP 0\nBadDLLP 0\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\n" \
+    "TOTAL_ERR_COR {n}\n"
+AER_ZERO_FATAL = "Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt 0\nUnxCmplt 0\nRxOF 0\nMalfTLP {n}\n" \
+    "ECRC 0\nUnsupReq 0\nACSViol 0\nUncorrIntErr 0\nBlockedTLP 0\nAtomicOpBlocked 0\nTLPBlockedErr 0\n" \
+    "PoisonTLPBlocked 0\nTOTAL_ERR_{kind} {n}\n"
+
+
+def sysfs_files(*, switch: bool = False, gpu_numa: tuple[int, ...] = (0, 1), nic_numa: tuple[int, ...] = (0, 1),
+                fatal: int = 0, correctable: int = 0, symbol: int = 0, fw: str = "28.39.1002") -> dict[str, str]:
+    files: dict[str, str] = {}
+    for i, numa in enumerate(gpu_numa):
+        d = f"/sys/bus/pci/devices/0000:{0x18 + i:02x}:00.0"
+        files[f"{d}/device-path"] = (f"/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:0{i}.0/{d[-12:]}\n"
+                                     if switch else f"/sys/devices/pci0000:15/0000:15:0{i}.0/{d[-12:]}\n")
+        files |= {f"{d}/class": "0x030200\n", f"{d}/vendor": "0x10de\n", f"{d}/numa_node": f"{numa}\n",
+                  f"{d}/aer_dev_fatal": AER_ZERO_FATAL.format(n=fatal if i == 0 else 0, kind="FATAL"),
+                  f"{d}/aer_dev_nonfatal": AER_ZERO_FATAL.format(n=0, kind="NONFATAL"),
+                  f"{d}/aer_dev_correctable": AER_ZERO_COR.format(n=correctable if i == 0 else 0)}
+    for i, numa in enumerate(nic_numa):
+        d = f"/sys/bus/pci/devices/0000:{0x40 + i:02x}:00.0"
+        files |= {f"{d}/class": "0x020700\n", f"{d}/vendor": "0x15b3\n", f"{d}/numa_node": f"{numa}\n"}
+        ib = f"/sys/class/infiniband/mlx5_{i}"
+        files |= {f"{ib}/device-link": f"/sys/devices/pci0000:3f/0000:3f:01.0/0000:{0x40 + i:02x}:00.0\n",
+                  f"{ib}/fw_ver": f"{fw}\n"}
+        for c in ib_counter_files():
+            files[f"{ib}/ports/1/counters/{c}"] = f"{symbol if (c == 'symbol_error' and i == 0) else 0}\n"
+    return files
+
+
+def test_sysfs_script_output_round_trips_through_the_bundle_parser() -> None:
+    # the real script on this machine: whatever it holds, it parses (no GPU here: none listed)
+    import subprocess
+
+    out = subprocess.run(["sh", "-c", health_sysfs_script()], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    parsed = parse_pci_sysfs(parse_tail_bundle(out.stdout)[0])
+    assert all(not f.is_gpu for f in parsed.functions.values())
+
+
+def test_aer_fatal_fails_and_correctable_is_judged_as_a_change() -> None:
+    sysfs = parse_pci_sysfs(sysfs_files(fatal=1))
+    found = hp.judge_aer(sysfs, None)
+    bad = [f for f in found if f.status == hp.FAIL]
+    assert len(bad) == 1 and bad[0].subject == "GPU 0000:18:00.0" and "1 fatal" in bad[0].detail
+    first = hp.judge_aer(parse_pci_sysfs(sysfs_files(correctable=7)), None)
+    assert {f.status for f in first} == {hp.NOT_JUDGED} and hp.FIRST_SAMPLE in first[0].detail
+    same = hp.judge_aer(parse_pci_sysfs(sysfs_files(correctable=7)), {"0000:18:00.0": 7, "0000:19:00.0": 0})
+    assert [f.status for f in same] == [hp.PASS]
+    rose = hp.judge_aer(parse_pci_sysfs(sysfs_files(correctable=9)), {"0000:18:00.0": 7, "0000:19:00.0": 0})
+    assert [f.subject for f in rose if f.status == hp.FAIL] == ["GPU 0000:18:00.0"]
+    assert "rose by 2" in rose[0].detail
+    rebooted = hp.judge_aer(parse_pci_sysfs(sysfs_files(correctable=1)), {"0000:18:00.0": 7, "0000:19:00.0": 0})
+    assert [f.status for f in rebooted] == [hp.WARN]  # fell: a reboot between the samples, not judged
+
+
+def test_aer_correctable_uses_the_one_counter_rule() -> None:
+    """health.yaml counter_rises.pcie_aer, judged by verdicts.judge_counter_deltas like every counter."""
+    rules = load_health().counter_rises["pcie_aer"]
+    assert rules.counters == {hp.AER_CORRECTABLE: "fail"} and "pcieaer-howto" in rules.source
+    assert not hasattr(hp, "_delta") and not hasattr(LIMITS, "aer_correctable_max_increase")
+
+
+def test_ib_counters_read_are_the_counters_judged() -> None:
+    """One list: the sysfs files health reads are health.yaml counter_rises.infiniband's counters."""
+    from gpuctl.parsers.ib_counters import NAMES
+
+    judged = set(load_health().counter_rises["infiniband"].counters)
+    assert {NAMES[c] for c in ib_counter_files()} == judged
+    assert {"symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors"} <= set(ib_counter_files())
+
+
+def test_ib_counters_first_sample_then_change_since_the_last_run() -> None:
+    first = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), None)
+    assert {f.status for f in first} == {hp.NOT_JUDGED}
+    assert all(f.detail.startswith(hp.FIRST_SAMPLE) for f in first)
+    before = {p: dict(c) for p, c in parse_pci_sysfs(sysfs_files(symbol=5)).ib_counters.items()}
+    steady = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=5)), before)
+    assert [f.status for f in steady] == [hp.PASS]  # 5 symbol errors, none new: absolute value not judged
+    rising = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=12)), before)
+    # the rule of health.yaml counter_rises.infiniband: a symbol error rise warns
+    bad = [f for f in rising if f.status != hp.PASS]
+    assert [(f.subject, f.status) for f in bad] == [("mlx5_0/1", hp.WARN)] and "rose by 7" in bad[0].detail
+    assert "SymbolErrorCounter" in bad[0].detail
+    downed = {p: dict(c) for p, c in before.items()}
+    downed["mlx5_1/1"]["link_downed"] = 0
+    now = parse_pci_sysfs({**sysfs_files(symbol=5), "/sys/class/infiniband/mlx5_1/ports/1/counters/link_downed": "2\n"})
+    assert [f.status for f in hp.judge_ib_counters(now, downed)] == [hp.FAIL]
+    reset = hp.judge_ib_counters(parse_pci_sysfs(sysfs_files(symbol=0)), before)
+    assert [f.status for f in reset] == [hp.WARN] and "fell from 5 to 0" in reset[0].detail
+
+
+# ---------------------------------------------------------------- NVLink error counters
+
+NVLINK_E = (FIX / "nvlink_errors" / "nvlink-e-h100-gpu0-18links-elided-ml-engineering.txt").read_text()
+
+
+def _nvlink_e(replay: int = 0, recovery: int = 0, crc: int = 0) -> str:
+    """The real `nvidia-smi nvlink -e` (H100, tests/data/fixtures/nvlink_errors) without its
+    prompt and elision, link 1's counters set."""
+    body = "\n".join(x for x in NVLINK_E.splitlines() if not x.startswith("$") and "[...]" not in x) + "\n"
+    return (body.replace("Link 1: Replay Errors: 0", f"Link 1: Replay Errors: {replay}")
+            .replace("Link 1: Recovery Errors: 0", f"Link 1: Recovery Errors: {recovery}")
+            .replace("Link 1: CRC Errors: 0", f"Link 1: CRC Errors: {crc}"))
+
+
+def test_nvlink_errors_first_sample_is_a_baseline_then_a_rise_is_judged_per_catalog() -> None:
+    first = parse_nvlink_errors(_nvlink_e(replay=4))
+    base = hp.judge_nvlink_errors(first, None)
+    assert {f.status for f in base} == {hp.NOT_JUDGED} and all(hp.FIRST_SAMPLE in f.detail for f in base)
+    kept = hp.nvlink_error_keep(first)
+    assert kept["0/1/Replay Errors"] == 4 and json.loads(json.dumps(kept)) == kept  # kept as JSON
+    assert [f.status for f in hp.judge_nvlink_errors(parse_nvlink_errors(_nvlink_e(replay=4)), kept)] == [hp.PASS]
+    rules = load_health().counter_rises["nvlink"].counters  # replay: warn, recovery: fail, CRC: warn
+    replay = hp.judge_nvlink_errors(parse_nvlink_errors(_nvlink_e(replay=9, crc=2)), kept)
+    assert sorted((f.subject, f.status) for f in replay) == [("GPU 0 link 1", rules["CRC Errors"]),
+                                                              ("GPU 0 link 1", rules["Replay Errors"])]
+    assert any("Replay Errors rose by 5" in f.detail for f in replay)
+    recovery = hp.judge_nvlink_errors(parse_nvlink_errors(_nvlink_e(replay=4, recovery=1)), kept)
+    assert [f.status for f in recovery] == [hp.FAIL] and recovery[0].remediation is Remediation.RESEAT_OR_REPLACE
+
+
+def test_nvlink_errors_use_the_analyze_counter_rule() -> None:
+    """The same two samples judged by analyze's kind (`verdicts.judge_nvlink_errors`) and by health
+    give the same statuses per subject: one rule."""
+    from gpuctl import verdicts
+
+    before, after = _nvlink_e(replay=4), _nvlink_e(replay=9, recovery=1)
+    analyze = verdicts.judge_nvlink_errors(parse_nvlink_errors(before + after))
+    health = hp.judge_nvlink_errors(parse_nvlink_errors(after), hp.nvlink_error_keep(parse_nvlink_errors(before)))
+    assert sorted((v.subject.label(), v.status.value) for v in analyze) == sorted((f.subject, f.status)
+                                                                                  for f in health)
+
+
+def test_cli_nvlink_errors_from_the_standin_rise_between_two_runs(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path, "nvlink_errors gpu=2\n")
+    code, out, err = _health(inv, env, "--json")
+    node = json.loads(out)["nodes"]["gpu-01"]
+    assert code == 0, (out, err)
+    assert {f["status"] for f in node["findings"] if f["check"] == "nvlink_errors"} == {hp.NOT_JUDGED}
+    os.utime(tmp_path / "node" / "faults", (time.time() - 30, time.time() - 30))  # the errors keep coming
+    code, out, err = _health(inv, env, "--json")
+    node = json.loads(out)["nodes"]["gpu-01"]
+    bad = [f for f in node["findings"] if f["check"] == "nvlink_errors" and f["status"] != hp.PASS]
+    assert {(f["subject"], f["status"]) for f in bad} == {("GPU 2 link 0", hp.WARN)}, bad
+    assert code == 0  # replay and CRC errors warn (health.yaml counter_rises.nvlink), they do not drain
+
+
+HGX_PATH = PathLimit(code="PXB", source="test", applies_to=Workload(nics_per_gpu=1, source="one NIC per GPU"))
+
+
+def test_numa_placement_as_the_sku_expects() -> None:
+    good = hp.judge_numa(parse_pci_sysfs(sysfs_files()), HGX_PATH, 2)
+    assert {f.status for f in good} == {hp.PASS}
+    bad = hp.judge_numa(parse_pci_sysfs(sysfs_files(nic_numa=(0, 0))), HGX_PATH, 2)
+    assert [f.subject for f in bad if f.status == hp.FAIL] == ["GPU 0000:19:00.0"]
+    reported = hp.judge_numa(parse_pci_sysfs(sysfs_files(nic_numa=(0, 0))), None, 2)
+    assert {f.status for f in reported} == {hp.NOT_JUDGED} and "NUMA 1" in reported[1].detail
+    no_numa = hp.judge_numa(parse_pci_sysfs(sysfs_files(gpu_numa=(-1, -1))), HGX_PATH, 2)
+    assert [f.status for f in no_numa] == [hp.NOT_JUDGED]
+
+
+# ---------------------------------------------------------------- 5. firmware, 7. Xid
+
+def test_firmware_the_odd_node_out_is_named_and_the_lock_is_compared() -> None:
+    found = {"gpu-01": {"vbios/0": "96.00.74.00.01"}, "gpu-02": {"vbios/0": "96.00.74.00.01"},
+             "gpu-03": {"vbios/0": "96.00.61.00.01"}}
+    out = hp.judge_firmware(found)
+    assert [(f.node, f.status) for f in out if f.status == hp.FAIL] == [("gpu-03", hp.FAIL)]
+    assert {f.node for f in out if f.status == hp.PASS} == {"gpu-01", "gpu-02"}
+    tie = hp.judge_firmware({"a": {"hca/mlx5_0": "1"}, "b": {"hca/mlx5_0": "2"}})
+    assert {f.status for f in tie} == {hp.NOT_JUDGED}
+    locked = hp.judge_firmware({"a": {"hca/mlx5_0": "2"}}, {"a": {"hca/mlx5_0": "1"}})
+    assert [f.status for f in locked] == [hp.FAIL] and "lock records 1" in locked[0].detail
+    alone = hp.judge_firmware({"a": {"hca/mlx5_0": "2"}})
+    assert [f.status for f in alone] == [hp.NOT_JUDGED]
+    only_one_has_it = hp.judge_firmware({"a": {"hca/mlx5_0": "2", "hca/mlx5_9": "7"}, "b": {"hca/mlx5_0": "2"}})
+    assert {(f.node, f.subject, f.status) for f in only_one_has_it} == {
+        ("a", "hca/mlx5_0", hp.PASS), ("b", "hca/mlx5_0", hp.PASS), ("a", "hca/mlx5_9", hp.NOT_JUDGED)}
+
+
+def test_xid_since_boot_reuses_the_xid_policy() -> None:
+    log = "[  512.1] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n"
+    out = hp.judge_xid(parse_xid_log(log), load_health())
+    assert [f.status for f in out] == [hp.FAIL]
+    clean = hp.judge_xid(parse_xid_log("[    1.0] Linux version 6.1\n"), load_health())
+    assert [f.status for f in clean] == [hp.PASS]
+
+
+# ---------------------------------------------------------------- the command
+
+def _node(tmp: Path, faults: str = "", dmesg: str = "[    1.0] Linux version 6.1\n", fm_running: bool = True
+          ) -> tuple[Path, dict[str, str]]:
+    inv, env = standin_node(tmp)
+    bindir = Path(env["PATH"].split(":")[0])
+    root = tmp / "node"
+    (root / "faults").write_text(faults)
+    info = root / "nvidia-smi.package.json"
+    info.write_text(json.dumps({"package": "nvidia-driver", "version": "580.95.05-1", "driver_version": "580.95.05"}))
+    if fm_running:
+        (root / "run/nvidia-fabricmanager").mkdir(parents=True)
+        (root / "run/nvidia-fabricmanager/nv-fabricmanager.pid").write_text(f"{os.getpid()}\n")
+    e = (f"GPUCTL_LAB_SYSROOT={root} GPUCTL_LAB_PROFILE={root}/profile.json GPUCTL_LAB_FAULTS={root}/faults "
+         f"GPUCTL_LAB_PACKAGE={info}")
+    (bindir / "nvidia-smi").write_text(f'#!/bin/sh\nexec env {e} {sys.executable} {LABHW} nvidia-smi "$@"\n')
+    (bindir / "nvidia-smi").chmod(0o755)
+    (tmp / "dmesg.txt").write_text(dmesg)
+    (bindir / "dmesg").write_text(f"#!/bin/sh\ncat {tmp / 'dmesg.txt'}\n")
+    (bindir / "dmesg").chmod(0o755)
+    env["GPUCTL_STATE_DIR"] = str(tmp / "state")
+    return inv, env
+
+
+def _health(inv: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, ["health", str(inv), *args], env=env)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_cli_healthy_node_exit_0(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path)
+    code, out, err = _health(inv, env)
+    assert code == 0, (out, err)
+    assert out == "" and "gpu-01: healthy" in err
+
+
+def test_cli_throttle_fault_exit_1_with_the_exact_drain_line(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path, "throttle gpu=3 reason=hw_power_brake_slowdown\n")
+    code, out, _err = _health(inv, env)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines == ["gpuctl: clock_events: gpu-01 GPU 3 (00000000:5D:00.0): clocks held down: HW Power Brake "
+                     "Slowdown: external power brake asserted: check the PSUs and the board's power cables (idle: "
+                     "0 % utilization) → reseat_or_replace"]
+    m = DRAIN.match(lines[0])
+    assert m and m["check"] == "clock_events" and m["remediation"] == "reseat_or_replace"
+
+
+def test_cli_fabric_not_ready_and_xid_json(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path, "fabric_not_ready\n",
+                     dmesg="[  512.1] NVRM: Xid (PCI:0000:5d:00): 79, pid=0, GPU has fallen off the bus.\n")
+    code, out, _ = _health(inv, env, "--json")
+    assert code == 1
+    data = json.loads(out)
+    node = data["nodes"]["gpu-01"]
+    assert data["status"] == UNHEALTHY and node["status"] == UNHEALTHY
+    checks = {f["check"] for f in node["failed"]}
+    assert checks == {"xid", "nvswitch_fabric"}
+    assert node["drain"].startswith("gpuctl: xid: gpu-01 ") and "(+8 more: nvswitch_fabric)" in node["drain"]
+    assert DRAIN.match(node["drain"])
+
+
+def test_cli_exit_2_bad_input_and_3_could_not_run(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path)
+    code, _, err = _health(tmp_path / "missing.yaml", env)
+    assert code == 2 and "error:" in err
+    code, _, err = _health(inv, env, "--limit", "nope-*")
+    assert code == 2
+    (Path(env["PATH"].split(":")[0]) / "nvidia-smi").unlink()  # the tool is gone: nothing to judge the GPUs
+    code, out, err = _health(inv, env)
+    assert code == 3 and out == "" and "could not check" in err
+
+
+def test_cli_counters_state_first_sample_then_judged(tmp_path: Path) -> None:
+    inv, env = _node(tmp_path)
+    _health(inv, env)
+    state = tmp_path / "state" / "health" / "lab" / "gpu-01.json"
+    assert state.is_file() and oct(state.stat().st_mode & 0o777) == "0o600"
+    assert {"aer_correctable", "ib_counters", "nvlink_errors", "taken_at"} <= set(json.loads(state.read_text()))
+
+
+# ---------------------------------------------------------------- the per-node limit
+
+class _Host:
+    """A testinfra-like host answering from a table; `hang` makes every command block."""
+
+    def __init__(self, answers: dict[str, str], hang: threading.Event | None = None) -> None:
+        self.answers, self.hang = answers, hang
+
+    def run(self, command: str, *args: str, **kwargs: object) -> SimpleNamespace:
+        if self.hang is not None:
+            self.hang.wait(30)
+        for key, text in self.answers.items():
+            if key in command:
+                return SimpleNamespace(rc=0, stdout=text, stderr="")
+        return SimpleNamespace(rc=0, stdout="", stderr="")
+
+
+NVLINK_E_ZERO = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08x}-cdef-abdc-abcd-abababababab)\n"
+                        + "".join(f"\t Link {n}: Replay Errors: 0\n\t Link {n}: Recovery Errors: 0\n"
+                                  f"\t Link {n}: CRC Errors: 0\n" for n in range(18)) for i in range(8))
+
+
+def _xml_8gpu() -> str:
+    """The real H200 `nvidia-smi -q -x` with its one GPU repeated as 8, fabric registered."""
+    xml = (FIX / "nvidia_smi" / "nvidia-smi-q-x-h200-1gpu-580.159-real.xml").read_text()
+    head, rest = xml.split("<gpu id=", 1)
+    gpu, tail = ("<gpu id=" + rest).split("</gpu>", 1)
+    gpu = gpu.replace("<state>N/A</state>", "<state>Completed</state>", 1).replace(
+        "<status>N/A</status>", "<status>Success</status>", 1)
+    gpus = "".join(re.sub(r'<gpu id="[^"]+"', f'<gpu id="00000000:{0x18 + i:02X}:00.0"', gpu) + "</gpu>"
+                   for i in range(8))
+    return head + gpus + tail
+
+
+def test_a_hanging_node_is_cut_at_the_limit_without_blocking_the_others(tmp_path: Path) -> None:
+    loaded = load_inventory(str(Path(__file__).parents[1] / "data" / "inventories" / "lab-placeholder.yaml"))
+    specs = resolve(loaded, ())
+    assert len(specs) >= 2
+    release = threading.Event()
+    clocks = "\n".join(f"{i}, 00000000:{0x18 + i:02X}:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, "
+                       "Not Active" for i in range(8)) + "\n"
+    answers = {"clocks_event_reasons": clocks, "nvidia-smi -q -x": _xml_8gpu(), "nvlink -e": NVLINK_E_ZERO,
+               "dmesg": "[ 1.0] Linux version 6.1\n"}
+
+    def host_for(spec):
+        return _Host(answers, None if spec.node == specs[0].node else release)
+
+    start = time.monotonic()
+    try:
+        result = run_health(loaded, specs, host_for=host_for, per_node_s=1.5, keep_state=False, lock={})
+    finally:
+        release.set()
+    took = time.monotonic() - start
+    assert took < 4, took
+    first, second = result.nodes[specs[0].node], result.nodes[specs[1].node]
+    assert first.status == HEALTHY, first.as_dict()
+    judged = {(f.check, f.status) for f in first.findings}
+    assert {("nvswitch_fabric", hp.PASS), ("nvlink_errors", hp.NOT_JUDGED)} <= judged
+    assert second.status == COULD_NOT_RUN and "per-node limit of 1.5 s" in second.unreachable
+    assert result.status == COULD_NOT_RUN
+
+
+def test_a_cut_node_gives_its_slot_to_the_next(tmp_path: Path) -> None:
+    """One node at a time: the first hangs, is cut at the limit, and the second still runs."""
+    loaded = load_inventory(str(Path(__file__).parents[1] / "data" / "inventories" / "lab-placeholder.yaml"))
+    specs = resolve(loaded, ())[:2]
+    release = threading.Event()
+    answers = {"dmesg": "[ 1.0] Linux version 6.1\n"}
+    start = time.monotonic()
+    try:
+        result = run_health(loaded, specs, per_node_s=1.0, keep_state=False, lock={}, parallel=1,
+                            host_for=lambda s: _Host(answers, release if s.node == specs[0].node else None))
+    finally:
+        release.set()
+    assert time.monotonic() - start < 3.5
+    assert "per-node limit" in result.nodes[specs[0].node].unreachable
+    assert not result.nodes[specs[1].node].unreachable
+    assert result.nodes[specs[1].node].findings  # it ran: its Xid check passed
+
+
+def test_drain_line_has_no_control_characters() -> None:
+    n = NodeHealth("gpu-01", [hp.HealthFinding("xid", "GPU 1", hp.FAIL, "bad\nline\x1b[31m", Remediation.REBOOT)])
+    line = n.drain_line()
+    assert line is not None and "\n" not in line and "\x1b" not in line and DRAIN.match(line)
+
+
+# ---------------------------------------------------------------- the same checks in verify
+
+def test_verify_runs_the_same_judgements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.unit.checks_support import bundle, failure, inventory_spec, probe, role
+
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
+    spec = inventory_spec("h100-8x4")
+    drv, fm, net = role("nvidia_driver"), role("fabricmanager"), role("network")
+    idle = "".join(f"{i}, 00000000:{0x18 + i:02X}:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, "
+                   "Not Active\n" for i in range(8))
+    drv.test_health_clock_events(None, spec, probe(spec, {"clocks_event_reasons": idle}))
+    # a driver that knows only the older names: the fallback query is judged the same way
+    old = {"clocks_event_reasons": (2, 'Field "clocks_event_reasons.hw_slowdown" is not a valid field to query.\n', ""),
+           "clocks_throttle_reasons": idle.replace("00000000:1A:00.0, 0, 96.00.74.00.01, Not Active",
+                                                   "00000000:1A:00.0, 0, 96.00.74.00.01, Active")}
+    f = failure(drv.test_health_clock_events, spec, probe(spec, old))
+    assert f.subject == "GPU 2 (00000000:1A:00.0)" and f.remediation is Remediation.RESEAT_OR_REPLACE
+    busy = idle.replace(", 0, 96", ", 90, 96")
+    with pytest.raises(pytest.skip.Exception, match="GPU busy"):
+        drv.test_health_clock_events(None, spec, probe(spec, {"clocks_event_reasons": busy}))
+    fm.test_health_nvswitch_fabric(None, spec, probe(spec, {"nvidia-smi -q": REAL_Q}))
+    bad_q = REAL_Q.replace("Status                            : Success", "Status                            : Failure")
+    assert failure(fm.test_health_nvswitch_fabric, spec, probe(spec, {"nvidia-smi -q": bad_q})).remediation \
+        is Remediation.REBOOT
+    sysfs = bundle(sysfs_files(fatal=2))
+    f = failure(drv.test_health_pcie_aer, spec, probe(spec, {"aer_dev": sysfs}))
+    assert "GPU 0000:18:00.0" in f.message and "2 fatal" in f.message
+    with pytest.raises(pytest.skip.Exception, match="first sample"):
+        net.test_health_ib_counters(None, spec, probe(spec, {"aer_dev": bundle(sysfs_files())}))
+
+
+def test_standin_vbios_fault_makes_one_node_the_odd_one_out(tmp_path: Path) -> None:
+    """The lab's `vbios_differs` fault changes the stand-in's VBIOS; judged across three nodes,
+    only the faulted node is named."""
+    import subprocess
+
+    versions = {}
+    for node, faults in (("gpu-01", ""), ("gpu-02", "vbios_differs version=96.00.61.00.01\n"), ("gpu-03", "")):
+        _inv, env = _node(tmp_path / node, faults)
+        bindir = Path(env["PATH"].split(":")[0])
+        out = subprocess.run([str(bindir / "nvidia-smi"), f"--query-gpu={','.join(NEW)}",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30, check=True)
+        versions[node] = {f"vbios/{g.index}": g.vbios for g in parse_clock_events_csv(out.stdout, NEW) if g.vbios}
+    failed = [f for f in hp.judge_firmware(versions) if f.status == hp.FAIL]
+    assert {f.node for f in failed} == {"gpu-02"} and len(failed) == 8
+
+
+def test_a_corrupt_previous_sample_is_a_new_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuctl.health import load_previous, save_sample, state_file
+
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
+    assert load_previous("lab", "gpu-01") is None
+    save_sample("lab", "gpu-01", {"ib_counters": {"mlx5_0/1": {"symbol_error": 3}}})
+    assert load_previous("lab", "gpu-01")["ib_counters"] == {"mlx5_0/1": {"symbol_error": 3}}
+    state_file("lab", "gpu-01").write_text("{not json")
+    assert load_previous("lab", "gpu-01") is None
+
+
+
+# ---------------------------------------------------------------- 8. ACS on the PCIe switches
+
+# Lines as printed by `lspci -D -vvv` on real PLX switches: the device line of a PEX 8725 port
+# (HeyMeco/Rockchip-pcie-devices#6), the ACSCtl lines of the broken (ACS on) and working state
+# (NVIDIA/nccl#304, #606); see tests/data/fixtures/health/SOURCES.md.
+ACS_ON = "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+ACS_OFF = "ACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-"
+
+
+def lspci(ctl: dict[str, str], denied: tuple[str, ...] = ()) -> str:
+    out = []
+    for bdf in ("0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:17:01.0"):
+        out.append(f"{bdf} PCI bridge: PLX Technology, Inc. PEX 8725 24-Lane, 10-Port PCI Express Gen 3 (8.0 GT/s) "
+                   "Multi-Root Switch with DMA (rev ca) (prog-if 00 [Normal decode])")
+        out.append("\tControl: I/O- Mem- BusMaster+ SpecCycle- MemWINV- VGASnoop- ParErr- Stepping- SERR- FastB2B-")
+        if bdf in denied:
+            out.append("\tCapabilities: <access denied>")
+        elif bdf in ctl:
+            out.append("\tCapabilities: [f24 v1] Access Control Services")
+            out.append("\t\tACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl+ DirectTrans+")
+            out.append("\t\t" + ctl[bdf])
+        out.append("")
+    return "\n".join(out)
+
+
+def test_acs_redirect_on_a_switch_port_fails_and_the_root_port_is_not_judged() -> None:
+    sysfs = parse_pci_sysfs(sysfs_files(switch=True))
+    assert hp.switch_bridges(sysfs) == ["0000:16:00.0", "0000:17:00.0", "0000:17:01.0"]
+    off = {b: ACS_OFF for b in ("0000:16:00.0", "0000:17:00.0", "0000:17:01.0")}
+    good = hp.judge_acs(sysfs, parse_lspci(lspci({**off, "0000:15:01.0": ACS_ON})))
+    # the root port's ACS is not judged: one pass over the three switch ports
+    assert [f.status for f in good] == [hp.PASS] and "3 devices" in good[0].detail
+    bad = hp.judge_acs(sysfs, parse_lspci(lspci({**off, "0000:17:01.0": ACS_ON})))
+    failed = [f for f in bad if f.status == hp.FAIL]
+    assert [f.subject for f in failed] == ["0000:17:01.0"] and "ReqRedir+ CmpltRedir+" in failed[0].detail
+    assert failed[0].remediation is Remediation.RECONFIGURE
+    denied = hp.judge_acs(sysfs, parse_lspci(lspci(off, denied=("0000:16:00.0",))))
+    assert [f.status for f in denied].count(hp.NOT_JUDGED) == 1
+    assert hp.switch_bridges(parse_pci_sysfs(sysfs_files())) == []  # GPUs straight on root ports: no switch
+
+
+def test_acs_reads_lspci_with_the_analyze_parser() -> None:
+    """One reader: `gpuctl.parsers.lspci` (analyze's lspci kind), which also marks a device
+    whose capabilities lspci could not read (not root)."""
+    with pytest.raises(ParseError):
+        parse_lspci("lspci: -d: Invalid class code\n")
+    devices = parse_lspci(lspci({}, denied=("0000:16:00.0",))).devices
+    assert [d.bus_id for d in devices if d.caps_denied] == ["0000:16:00.0"]
+    assert not hasattr(__import__("gpuctl.parsers.health").parsers.health, "parse_lspci_acs")
+
+
+def test_verify_acs_check(tmp_path: Path) -> None:
+    from tests.unit.checks_support import bundle, failure, inventory_spec, probe, role
+
+    spec = inventory_spec("h100-8x4")
+    drv = role("nvidia_driver")
+    files = bundle(sysfs_files(switch=True))
+    off = {b: ACS_OFF for b in ("0000:16:00.0", "0000:17:00.0", "0000:17:01.0")}
+    drv.test_health_pcie_acs(None, spec, probe(spec, {"aer_dev": files, "lspci -D -vvv": lspci(off)}))
+    f = failure(drv.test_health_pcie_acs, spec, probe(spec, {"aer_dev": files,
+                                                            "lspci -D -vvv": lspci({**off, "0000:16:00.0": ACS_ON})}))
+    assert f.subject == "0000:16:00.0"
+    with pytest.raises(pytest.skip.Exception, match="no PCIe switch"):
+        drv.test_health_pcie_acs(None, spec, probe(spec, {"aer_dev": bundle(sysfs_files())}))
