@@ -99,19 +99,29 @@ def _draw_series(parts: list[str], i: int, label: str, legend: str, emulated: bo
     parts.append(f'<text x="{legend_x + 40}" y="{ly + 4}">{escape(legend)}</text>')
 
 
+def _svg_open(css_class: str, title: str) -> list[str]:
+    """The opening of a chart's SVG (root element, title, white background), as parts."""
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="{css_class}" role="img" '
+            f'aria-label="{escape(title)}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+            f'font-family="sans-serif" font-size="12">')
+    return [head, f"<title>{escape(title)}</title>",
+            f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>']
+
+
+def _svg_empty(parts: list[str], message: str) -> str:
+    """A chart with nothing to draw: `message` in the middle, the SVG closed."""
+    parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" fill="#555">'
+                 f"{escape(message)}</text></svg>")
+    return "".join(parts)
+
+
 def nccl_chart(series: Sequence[dict[str, Any]], threshold: ThresholdLine | None = None,
                title: str = "NCCL bus bandwidth vs message size") -> str:
     """SVG for `series` = [{label, test, points: [[size_bytes, busbw_gb_s], …]}, …]."""
     drawn = [s for s in series if any(p[0] > 0 for p in s.get("points", []))]
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="nccl-chart" role="img" '
-            f'aria-label="{escape(title)}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
-            f'font-family="sans-serif" font-size="12">')
-    parts = [head, f"<title>{escape(title)}</title>",
-             f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>']
+    parts = _svg_open("nccl-chart", title)
     if not drawn:
-        parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" fill="#555">'
-                     "no NCCL results in this run</text></svg>")
-        return "".join(parts)
+        return _svg_empty(parts, "no NCCL results in this run")
     sizes = [p[0] for s in drawn for p in s["points"] if p[0] > 0]
     values = [p[1] for s in drawn for p in s["points"]]
     x_lo, x_hi = math.log2(min(sizes)), math.log2(max(sizes))
@@ -171,15 +181,9 @@ def loss_chart(series: Sequence[dict[str, Any]], title: str = "Training loss per
     are left out of the line (the verdict fails them)."""
     drawn = [{**s, "points": [p for p in s.get("points", []) if math.isfinite(p[1])]} for s in series]
     drawn = [s for s in drawn if s["points"]]
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="loss-chart" role="img" '
-            f'aria-label="{escape(title)}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
-            f'font-family="sans-serif" font-size="12">')
-    parts = [head, f"<title>{escape(title)}</title>",
-             f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>']
+    parts = _svg_open("loss-chart", title)
     if not drawn:
-        parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" fill="#555">'
-                     "no training steps in this run</text></svg>")
-        return "".join(parts)
+        return _svg_empty(parts, "no training steps in this run")
     steps = [p[0] for s in drawn for p in s["points"]]
     x_lo, x_hi = min(steps), max(steps)
     if x_hi - x_lo < 1:
