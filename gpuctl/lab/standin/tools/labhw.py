@@ -607,10 +607,11 @@ def smi_topo(node: Node) -> str:
     return "\n".join(out) + "\n"
 
 
-def smi_nvlink(node: Node, only: set[int] | None) -> str:
-    nv = node.profile["nvlink"]
-    links = int(nv.get("links_per_gpu") or 0)
-    speed = float(nv.get("link_gb_s") or 0)
+def _per_link(node: Node, only: set[int] | None, link_lines) -> str:
+    """The per-GPU, per-link layout `nvidia-smi nvlink -s` and `-e` share: "GPU i: <name>
+    (UUID: ...)" then `link_lines(gpu, n)` for each of the profile's links (or NVML's
+    all-inactive line when the SKU has none)."""
+    links = int(node.profile["nvlink"].get("links_per_gpu") or 0)
     out = []
     for i, g in enumerate(node.gpus):
         if only is not None and i not in only:
@@ -620,14 +621,18 @@ def smi_nvlink(node: Node, only: set[int] | None) -> str:
             out.append("NVML: Unable to retrieve NVLink information as all links are inactive")
             continue
         for n in range(links):
-            out.append(f"\t Link {n}: {speed:.3f} GB/s")
+            out += link_lines(g, n)
     return "\n".join(out) + "\n"
+
+
+def smi_nvlink(node: Node, only: set[int] | None) -> str:
+    speed = float(node.profile["nvlink"].get("link_gb_s") or 0)
+    return _per_link(node, only, lambda g, n: [f"\t Link {n}: {speed:.3f} GB/s"])
 
 
 def smi_nvlink_errors(node: Node, only: set[int] | None) -> str:
     """`nvidia-smi nvlink -e`, shaped as the real output (tests/data/fixtures/nvlink_errors):
     "GPU i: <name> (UUID: ...)" then "\t Link n: Replay Errors: c" / Recovery / CRC per link."""
-    links = int(node.profile["nvlink"].get("links_per_gpu") or 0)
     rising = 0
     if node.nvlink_errors:
         try:
@@ -635,19 +640,13 @@ def smi_nvlink_errors(node: Node, only: set[int] | None) -> str:
         except OSError:
             since = time.time()
         rising = max(1, int(time.time() - since) + 1)
-    out = []
-    for i, g in enumerate(node.gpus):
-        if only is not None and i not in only:
-            continue
-        out.append(f"GPU {i}: {node.gpu['model']} (UUID: {g['uuid']})")
-        if not links:
-            out.append("NVML: Unable to retrieve NVLink information as all links are inactive")
-            continue
-        for n in range(links):
-            bad = rising if (g["index"] in node.nvlink_errors and n == 0) else 0
-            out += [f"\t Link {n}: Replay Errors: {bad}", f"\t Link {n}: Recovery Errors: 0",
-                    f"\t Link {n}: CRC Errors: {bad}"]
-    return "\n".join(out) + "\n"
+
+    def lines(g: dict, n: int) -> list[str]:
+        bad = rising if (g["index"] in node.nvlink_errors and n == 0) else 0
+        return [f"\t Link {n}: Replay Errors: {bad}", f"\t Link {n}: Recovery Errors: 0",
+                f"\t Link {n}: CRC Errors: {bad}"]
+
+    return _per_link(node, only, lines)
 
 
 def _opt_value(args: list[str], *names: str) -> str | None:
