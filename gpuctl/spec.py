@@ -491,7 +491,12 @@ def train_env_knob(spec: NodeSpec, key: str) -> Any:
     """A roles/train_env knob as this node's inventory sets it (role_vars), else its default:
     where the role put the environment (`train_env_path`), its probe, … — for the checks, the
     lock read and the bench, which run outside the role's deploy."""
-    return spec.role_vars.get(key, _train_env_defaults().get(key))
+    return spec.role_vars.get(key, train_env_default(key))
+
+
+def train_env_default(key: str) -> Any:
+    """A roles/train_env knob's default (its defaults.yaml), e.g. where the environment lives."""
+    return _train_env_defaults().get(key)
 
 
 @cache

@@ -460,7 +460,7 @@ KIND_CHECK = {"nccl": "nccl", "bandwidth": "bandwidth", "fio": "fio", "gdsio": "
 def train_env_path(spec: NodeSpec) -> str:
     """roles/train_env's `train_env_path` for this node (inventory role_vars, else the role's
     default), read through the one knob reader `gpuctl.spec.train_env_knob`."""
-    return str(train_env_knob(spec, "train_env_path") or suites.TRAIN_ENV)
+    return str(train_env_knob(spec, "train_env_path"))
 
 
 def training_summary(result: TrainingResult, node0: str, single: dict[str, TrainingFinal],

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gpuctl.provenance import DEVICE_MARK
 from gpuctl.shellcmd import sh
-from gpuctl.spec import NodeSpec
+from gpuctl.spec import NodeSpec, train_env_default, train_env_knob
 
 # Where the bench_tools role and the vendor packages put the tools, besides $PATH.
 TOOL_DIRS: tuple[str, ...] = (
@@ -29,7 +29,6 @@ EXIT_NO_SPACE = 98
 EXIT_SCRATCH_EXISTS = 99
 #: The training environment's virtual environment (issue 16: roles/train_env, a venv at a
 #: configurable path for every user of the node); `python3` on PATH where it is missing.
-TRAIN_ENV = "/opt/gpuctl/train-env"
 #: The c10d rendezvous port on the first node (torchrun's own default for c10d).
 TRAIN_RDZV_PORT = 29400
 
@@ -285,14 +284,22 @@ def training_folder(spec: NodeSpec, run_id: str) -> str:
     return f"{SCRATCH}/{run_id}/{spec.node}"
 
 
-def training_script(spec: NodeSpec, suite: Suite, run_id: str, peak_tflops: float, train_env: str = TRAIN_ENV) -> str:
+def training_script(spec: NodeSpec, suite: Suite, run_id: str, peak_tflops: float,
+                    train_env: str | None = None) -> str:
     """Write the training program (sent on stdin) to the scratch folder and run it on this
-    node alone, with the training environment's python."""
+    node alone, with the training environment's python (`train_env`, else roles/train_env's
+    `train_env_path` for this node)."""
+    train_env = train_env or str(train_env_knob(spec, "train_env_path"))
     folder = training_folder(spec, run_id)
     program = f"{folder}/train_smoke.py"
     argv = [program, "--nproc", str(spec.hardware.gpu_count), *program_args(suite, peak_tflops)]
     return (preamble() + python_select(train_env) + f"mkdir -p {sh(folder)}\ncat > {sh(program)}\n"
             + '"$gpuctl_py" ' + sh(*argv) + "\n")
+
+
+def default_train_env() -> str:
+    """Where roles/train_env puts the environment unless the inventory says otherwise."""
+    return str(train_env_default("train_env_path"))
 
 
 _PROBE = """import json, sys
@@ -313,7 +320,7 @@ print(json.dumps({"python": sys.executable, "torch": torch.__version__, "cuda": 
 """
 
 
-def torch_probe_script(train_env: str = TRAIN_ENV) -> str:
+def torch_probe_script(train_env: str) -> str:
     """One JSON line: the python a node would train with, its torch, CUDA and NCCL, and the
     GPUs torch sees (`gpuctl.parsers.training.parse_torch_probe`)."""
     return (preamble() + python_select(train_env)

@@ -161,9 +161,9 @@ def verify_train_env_problems(data: dict, host_name: str = "h200-01", provisione
 def torch_python() -> str | None:
     """A python with PyTorch on this machine: $GPUCTL_TORCH_PYTHON, the training environment's
     (/opt/gpuctl/train-env), this python, python3 (None: no PyTorch here)."""
-    from gpuctl.bench.suites import TRAIN_ENV
+    from gpuctl.bench.suites import default_train_env
 
-    for python in (os.environ.get("GPUCTL_TORCH_PYTHON"), f"{TRAIN_ENV}/bin/python", sys.executable,
+    for python in (os.environ.get("GPUCTL_TORCH_PYTHON"), f"{default_train_env()}/bin/python", sys.executable,
                    shutil.which("python3")):
         if python and Path(python).is_file():
             ok = subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=300)
@@ -176,15 +176,15 @@ def train_env_role_vars(python: str, folder: str = HW_TRAIN_DIR) -> dict[str, st
     """roles/train_env's knobs pointing at `python`'s PyTorch: the environment itself where
     it is the role's (/opt/gpuctl/train-env), else `folder`/train-env whose bin/python runs
     `python` (a venv's python keeps its venv that way); the role's probe program beside it."""
-    from gpuctl.bench.suites import TRAIN_ENV
+    from gpuctl.bench.suites import default_train_env
     from gpuctl.paths import templates_dir
 
     base = Path(folder)
     base.mkdir(parents=True, exist_ok=True)
     probe = base / "train-env-probe.py"
     probe.write_text((templates_dir() / "train_env" / "probe.py").read_text())
-    if python == f"{TRAIN_ENV}/bin/python":
-        env = TRAIN_ENV
+    if python == f"{default_train_env()}/bin/python":
+        env = default_train_env()
     else:
         (base / "train-env" / "bin").mkdir(parents=True, exist_ok=True)
         wrapper = base / "train-env" / "bin" / "python"
