@@ -31,9 +31,12 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
 from gpuctl.boundary import control_character
-from gpuctl.facts.packages import PackageSnapshot, normalize_evr
-from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
 from gpuctl.matrix import Package
+from gpuctl.parsers.boot import BootState
+from gpuctl.parsers.files import FileState
+from gpuctl.parsers.kernel import LoadedModule
+from gpuctl.parsers.packages import PackageSnapshot, normalize_evr
+from gpuctl.parsers.systemd import ServiceState
 from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
 

@@ -13,8 +13,8 @@ from gpuctl.checks.api import (
     for_each,
     packages_of,
 )
-from gpuctl.checks.outputs import parse_key_values
 from gpuctl.checks.probe import NCCL_CONF
+from gpuctl.parsers.files import parse_key_values
 
 ROLE = "nccl"
 

@@ -22,6 +22,7 @@ from gpuctl.checks.api import (
     judge_health,
     modules_of,
 )
+from gpuctl.parsers.rdma import roce_v2_ipv4_gid_index
 
 ROLE = "network"
 
@@ -116,11 +117,13 @@ def test_fabric_address(host, spec, probe, item):
 @for_each(lambda spec: [p.hca for p in spec.fabric.ports if p.address] if spec.fabric.type == "roce" else [])
 def test_roce_gid(host, spec, probe, item):
     """A RoCE v2 GID carrying the port's IPv4 address (what NCCL and perftest use)."""
-    address = _port(spec, item).address.split("/")[0]
-    gids = [g for key, gl in probe.gids().items() if key.split("/")[0] == item for g in gl]
-    v2 = [g for g in gids if g.type.lower().replace(" ", "") == "rocev2"]
-    match = [g for g in v2 if g.ipv4 == address]
-    expect(bool(match), f"{item}: no RoCE v2 GID for {address}", expected=f"RoCE v2 GID ::ffff:{address}",
+    port = _port(spec, item)
+    address = port.address.split("/")[0]
+    dev = probe.gids().devices.get(item)
+    gids = dev.gids if dev else ()
+    index = roce_v2_ipv4_gid_index(dev, port.interface, address) if dev else None
+    expect(index is not None, f"{item}: no RoCE v2 GID for {address} on {port.interface}",
+           expected=f"RoCE v2 GID ::ffff:{address}",
            found=", ".join(f"{g.index}:{g.type or '?'}:{g.ipv4 or g.gid}" for g in gids) or "no GIDs",
            remediation=Remediation.RECONFIGURE)
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpuctl.facts.network import parse_firewall, parse_ip_addr, parse_rdma, parse_route_dev, roce_v2_ipv4_gid_index
+from gpuctl.parsers.net import parse_firewall, parse_ip_addr, parse_route_dev
+from gpuctl.parsers.rdma import parse_rdma, roce_v2_ipv4_gid_index
 from gpuctl.runner.roles import load_role
 from gpuctl.spec import NodeSpec
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from gpuctl.checks import outputs
 from gpuctl.checks.model import CouldNotRun, Remediation
-from gpuctl.checks.probe import sysctl_path
+from gpuctl.parsers.kernel import parse_proc_modules, sysctl_path
+from gpuctl.parsers.net import parse_ip_addr
 from tests.unit.checks_support import bundle, failure, fixture, inventory_spec, probe, role
 
 LAB = inventory_spec("lab")  # gpu-01: Soft-RoCE rxe0 on eth1, VLAN 100, RAID0 of 4 NVMe
@@ -102,7 +102,7 @@ def test_modules_with_dash_use_count_are_loaded():
 
 
 def test_proc_modules_parser_keeps_dash_as_none():
-    mods = outputs.parse_proc_modules(PROC_MODULES)
+    mods = parse_proc_modules(PROC_MODULES)
     assert mods["nvidia"].use_count is None and mods["nvidia_uvm"].use_count == 0
 
 
@@ -185,13 +185,13 @@ def ip_json(vlan_up=True, vlan_addr="10.100.0.11", fabric_addr="192.168.50.11"):
     return json.dumps([eth1, vlan])
 
 
-def gid_bundle(address="192.168.50.11"):
+def gid_bundle(address="192.168.50.11", ndev="eth1"):
+    """What `gpuctl.parsers.rdma.rdma_command` prints for rxe0 on eth1 (the network role's reading)."""
     a, b, c, d = (int(x) for x in address.split("."))
     v4 = f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
-    base = "/sys/class/infiniband/rxe0/ports/1"
-    return bundle({f"{base}/gids/0": "fe80:0000:0000:0000:5054:00ff:fe6c:0101", f"{base}/gids/1": v4,
-                   f"{base}/gids/2": "0000:0000:0000:0000:0000:0000:0000:0000",
-                   f"{base}/gid_attrs/types/0": "RoCE v2", f"{base}/gid_attrs/types/1": "RoCE v2"})
+    return ("tool cma_roce_mode\ndev rxe0 none eth1\n"
+            "gid rxe0 0 fe80:0000:0000:0000:5054:00ff:fe6c:0101 eth1 RoCE v2\n"
+            f"gid rxe0 1 {v4} {ndev} RoCE v2\n")
 
 
 def net_probe(rdma=RDMA_UP, ip=None, gids=None):
@@ -255,7 +255,7 @@ def test_infiniband_rate_from_ibstat():
 
 
 def test_ip_json_parser_on_a_recorded_output():
-    ifaces = outputs.parse_ip_addr_json(fixture("verify/ip-j-d-addr-debian12-build-host.json"))
+    ifaces = parse_ip_addr(fixture("verify/ip-j-d-addr-debian12-build-host.json"))
     assert ifaces["lo"].addresses == ("127.0.0.1/8",) and ifaces["lo"].kind is None
 
 

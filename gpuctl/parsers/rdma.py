@@ -1,0 +1,191 @@
+"""RDMA devices: the GID tables (RoCE v2 GID index discovery), `rdma -j link`, plain `ibv_devinfo`.
+
+One `Gid` type and one reading of the GID table (`rdma_command` → `parse_rdma`) for the
+network role's install side (`gpuctl.facts.network.RdmaPorts`, NCCL_IB_GID_INDEX) and
+verify's probe (`network.roce_gid`); one rule finds the RoCE v2 GID of a port
+(`roce_v2_ipv4_gid_index`). Pure functions apart from the command builder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.errors import ParseError
+from gpuctl.shellcmd import sh
+
+# ---------------------------------------------------------------- GID tables
+
+
+@dataclass(frozen=True)
+class Gid:
+    index: int
+    gid: str
+    type: str  # "RoCE v2", "IB/RoCE v1", "" when unset
+    ndev: str = "-"  # the netdev the GID belongs to ("-" when sysfs does not say)
+
+    @property
+    def ipv4(self) -> str | None:
+        """The IPv4 address of an IPv4-mapped GID (0000:…:ffff:c0a8:320b → 192.168.50.11), else None."""
+        parts = self.gid.split(":")
+        try:
+            if len(parts) != 8 or any(int(p, 16) for p in parts[:5]) or parts[5].lower() != "ffff":
+                return None
+            hi, lo = int(parts[6], 16), int(parts[7], 16)
+        except ValueError:
+            return None
+        return f"{hi >> 8}.{hi & 255}.{lo >> 8}.{lo & 255}"
+
+
+@dataclass(frozen=True)
+class RdmaDev:
+    name: str
+    driver: str  # "mlx5_core", "none" (Soft-RoCE rxe has no PCI device)
+    gids: tuple[Gid, ...] = ()
+    ecn_sysfs: bool = False  # /sys/class/net/<netdev>/ecn/roce_np exists
+    netdev: str = ""
+
+    @property
+    def is_connectx(self) -> bool:
+        return self.driver.startswith("mlx5")
+
+
+@dataclass(frozen=True)
+class RdmaState:
+    devices: dict[str, RdmaDev] = field(default_factory=dict)
+    tools: frozenset[str] = frozenset()  # of mlnx_qos, cma_roce_mode present
+
+
+def rdma_command(ports: list[tuple[str, str]]) -> str:
+    """Shell that prints the GID table and driver of each (hca, netdev) port 1."""
+    parts = ["for t in mlnx_qos cma_roce_mode; do command -v $t >/dev/null 2>&1 && echo \"tool $t\"; done"]
+    for hca, netdev in ports:
+        h, n = sh(hca), sh(netdev)
+        parts.append(
+            f"p=/sys/class/infiniband/{h}/ports/1; if [ -d $p ]; then "
+            f"drv=$(basename \"$(readlink -f /sys/class/infiniband/{h}/device/driver 2>/dev/null)\" 2>/dev/null); "
+            # names go to printf as separate quoted words: inside "..." a shlex-quoted name would run
+            f"printf 'dev %s %s %s\\n' {h} \"${{drv:-none}}\" {n}; "
+            f"[ -d /sys/class/net/{n}/ecn/roce_np ] && printf 'ecn %s\\n' {h}; "
+            "for g in $p/gids/*; do i=${g##*/}; t=$(cat $p/gid_attrs/types/$i 2>/dev/null) || continue; "
+            f"printf 'gid %s %s %s %s %s\\n' {h} \"$i\" \"$(cat $g)\" "
+            "\"$(cat $p/gid_attrs/ndevs/$i 2>/dev/null || echo -)\" \"$t\"; done; "
+            f"else printf 'absent %s\\n' {h}; fi"
+        )
+    return "; ".join(parts)
+
+
+def parse_rdma(text: str) -> RdmaState:
+    """Output of `rdma_command` → RdmaState."""
+    tools: set[str] = set()
+    devs: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        w = line.split()
+        if not w:
+            continue
+        if w[0] == "tool" and len(w) == 2:
+            tools.add(w[1])
+        elif w[0] == "dev" and len(w) == 4:
+            devs[w[1]] = {"name": w[1], "driver": w[2], "netdev": w[3], "gids": [], "ecn_sysfs": False}
+        elif w[0] == "ecn" and len(w) == 2 and w[1] in devs:
+            devs[w[1]]["ecn_sysfs"] = True
+        elif w[0] == "gid" and len(w) >= 6 and w[1] in devs:
+            if not w[2].isdigit():
+                raise ParseError(f"GID line with a bad index: {line!r}")
+            devs[w[1]]["gids"].append(Gid(int(w[2]), w[3], " ".join(w[5:]), w[4]))
+        elif w[0] == "absent":
+            continue
+        else:
+            raise ParseError(f"unexpected line in the RDMA device listing: {line!r}")
+    return RdmaState(
+        devices={k: RdmaDev(name=v["name"], driver=v["driver"], gids=tuple(v["gids"]), ecn_sysfs=v["ecn_sysfs"],
+                            netdev=v["netdev"]) for k, v in devs.items()},
+        tools=frozenset(tools),
+    )
+
+
+_ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+def roce_v2_ipv4_gid_index(dev: RdmaDev, netdev: str, address: str | None = None) -> int | None:
+    """The GID index NCCL must use: RoCE v2, IPv4-mapped, on NETDEV (and ADDRESS when given).
+
+    Lowest such index; None when the table has none (no address yet, or not RoCE).
+    """
+    want = address.split("/")[0] if address else None
+    hits = sorted(
+        g.index for g in dev.gids
+        if g.type == "RoCE v2" and g.gid != _ZERO_GID and g.ipv4 and g.ndev in (netdev, "-")
+        and (want is None or g.ipv4 == want)
+    )
+    return hits[0] if hits else None
+
+
+# ---------------------------------------------------------------- rdma link, ibv_devinfo
+
+
+@dataclass(frozen=True)
+class RdmaLink:
+    device: str
+    port: int
+    state: str  # ACTIVE / DOWN
+    physical_state: str  # LINK_UP / DISABLED
+    netdev: str | None
+
+
+def parse_rdma_link_json(text: str) -> dict[str, RdmaLink]:
+    """`rdma -j link show` → 'rxe0/1' → link."""
+    try:
+        data = json.loads(text or "[]")
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"rdma -j link: not JSON ({exc})") from None
+    out = {}
+    for item in data:
+        # {"ifindex":1,"ifname":"rxe0","port":1,"state":"ACTIVE","physical_state":"LINK_UP","netdev":"eth1"}
+        link = RdmaLink(item["ifname"], int(item.get("port", 1)), item.get("state", ""),
+                        item.get("physical_state", ""), item.get("netdev"))
+        out[f"{link.device}/{link.port}"] = link
+    return out
+
+
+@dataclass(frozen=True)
+class VerbsPort:
+    device: str
+    port: int
+    state: str  # "PORT_ACTIVE (4)" → "PORT_ACTIVE"
+    link_layer: str
+    active_mtu: str | None
+
+
+# "hca_id:	rxe0"
+_HCA = re.compile(r"^hca_id:\s*(\S+)")
+# "		port:	1"
+_VPORT = re.compile(r"^\s+port:\s*(\d+)")
+# "			state:			PORT_ACTIVE (4)"
+_VKV = re.compile(r"^\s+(state|link_layer|active_mtu):\s*(\S+)")
+
+
+def parse_ibv_devinfo(text: str) -> dict[str, VerbsPort]:
+    """`ibv_devinfo` → 'rxe0/1' → port."""
+    out: dict[str, VerbsPort] = {}
+    dev, port, kv = None, None, {}
+
+    def flush() -> None:
+        if dev is not None and port is not None:
+            out[f"{dev}/{port}"] = VerbsPort(dev, port, kv.get("state", ""), kv.get("link_layer", ""),
+                                             kv.get("active_mtu"))
+
+    for line in text.splitlines():
+        if m := _HCA.match(line):
+            flush()
+            dev, port, kv = m.group(1), None, {}
+        elif m := _VPORT.match(line):
+            flush()
+            port, kv = int(m.group(1)), {}
+        elif port is not None and (m := _VKV.match(line)):
+            kv[m.group(1)] = m.group(2)
+    flush()
+    return out
+

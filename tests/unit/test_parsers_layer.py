@@ -1,0 +1,66 @@
+"""Unit: one layer turns remote text into data (issue 18).
+
+Every remote output is parsed once, in `gpuctl.parsers`: the provisioning facts, verify's
+probe and the lock read the same parsers into the same types; the facts (install side)
+do not depend on the checks (verify side).
+"""
+
+from __future__ import annotations
+
+import ast
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import gpuctl
+
+PACKAGE = Path(gpuctl.__file__).parent
+
+
+def test_facts_import_nothing_from_checks():
+    code = ("import importlib, pkgutil, sys, gpuctl.facts as f\n"
+            "for m in pkgutil.iter_modules(f.__path__): importlib.import_module('gpuctl.facts.' + m.name)\n"
+            "print(sorted(k for k in sys.modules if k.startswith('gpuctl.checks')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"gpuctl.facts pulls in the verify side: {out.strip()}"
+
+
+def _definitions() -> dict[str, list[str]]:
+    """Top-level class and function names → the modules of gpuctl that define them (lab excluded)."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        if rel.startswith("gpuctl/lab/"):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                out.setdefault(node.name, []).append(rel)
+    return out
+
+
+def test_each_parsed_type_is_defined_once_in_parsers():
+    defs = _definitions()
+    for name in ("LoadedModule", "InstalledPackage", "Gid", "UnitState", "MdDetail", "parse_key_values",
+                 "IbPort", "Interface", "parse_proc_modules", "parse_ip_addr", "sysctl_path",
+                 "parse_tail_bundle", "parse_dpkg", "parse_rpm"):
+        where = defs.get(name, [])
+        assert len(where) == 1 and where[0].startswith("gpuctl/parsers/"), f"{name} defined in {where}"
+
+
+def test_checks_outputs_module_is_gone():
+    assert not (PACKAGE / "checks" / "outputs.py").exists()
+
+
+def test_install_and_verify_read_the_gid_table_with_one_command():
+    """The network role's RdmaPorts fact and verify's probe run the same GID reading."""
+    from gpuctl.facts.network import RdmaPorts
+    from gpuctl.parsers.rdma import rdma_command
+    from tests.unit.checks_support import inventory_spec, probe
+
+    spec = inventory_spec("lab")
+    ports = [(p.hca, p.interface) for p in spec.fabric.ports]
+    p = probe(spec, {"/gids/": "dev rxe0 none eth1\n"})
+    p.gids()
+    assert RdmaPorts().command(ports) == rdma_command(ports)
+    assert [c for c in p.host.ran if shlex.quote(rdma_command(ports)) in c], p.host.ran
