@@ -51,6 +51,12 @@ from gpuctl.errors import ExecutionError, InputError
 from gpuctl.fileio import read_text
 from gpuctl.inventory import LoadedInventory
 from gpuctl.matrix import Package
+from gpuctl.parsers.files import parse_sha256sum
+from gpuctl.parsers.firmware import parse_fw_ver_lines, parse_vbios_csv
+from gpuctl.parsers.kernel import NVIDIA_MODULE_VERSION_FILE, loaded_nvidia_version
+from gpuctl.parsers.os_release import os_name, parse_os_release
+from gpuctl.parsers.packages import RPM_LOCKS_MARK, parse_dpkg, parse_rpm
+from gpuctl.parsers.train_env import DIST_LISTING, parse_distributions
 from gpuctl.paths import roles_dir
 from gpuctl.runrecord import RunRecord, inventory_sha256, redact, sha256_file
 from gpuctl.shellcmd import sh
@@ -236,9 +242,9 @@ def read_script(spec: NodeSpec) -> str:
         pkgs = (f"dpkg-query -W -f='${{Package}}\\t${{Version}}\\t${{Status}}\\n' {quoted} 2>/dev/null || true")
     return "\n".join([
         "export LC_ALL=C; shopt -s nullglob",
-        f"echo '{_MARK}os'; ( . /etc/os-release && echo \"$ID $VERSION_ID\" )",
+        f"echo '{_MARK}os'; cat /etc/os-release 2>/dev/null || true",
         f"echo '{_MARK}kernel'; uname -r",
-        f"echo '{_MARK}module'; cat /sys/module/nvidia/version 2>/dev/null || true",
+        f"echo '{_MARK}module'; cat {NVIDIA_MODULE_VERSION_FILE} 2>/dev/null || true",
         f"echo '{_MARK}packages'",
         pkgs,
         f"echo '{_MARK}hca'",
@@ -258,8 +264,6 @@ def _train_env_lines(spec: NodeSpec) -> list[str]:
     python = train_env_python(spec)
     if python is None:
         return []
-    from gpuctl.parsers.train_env import DIST_LISTING
-
     py = sh(python)
     return [f"echo '{_MARK}train_env'",
             f"if [ -x {py} ]; then {py} -c {sh(DIST_LISTING)} 2>/dev/null || true; fi"]
@@ -283,55 +287,24 @@ def parse_read(text: str, spec: NodeSpec, read_at: str = "") -> NodeLock:
     if "end" not in sec:
         raise ExecutionError(f"{spec.node}: the lock read script's output is incomplete "
                              f"(sections: {', '.join(sec) or 'none'})")
-    installed: dict[str, tuple[str, bool]] = {}
     if spec.package_manager == "dnf":
-        locks = set()
-        for line in sec.get("locks", []):
-            entry = line.strip().removesuffix(".*")
-            if " " not in entry and ":" in entry:
-                head, _, _ = entry.partition(":")
-                locks.add(head.rpartition("-")[0])
-        for line in sec.get("packages", []):
-            parts = line.split("\t")
-            if len(parts) == 2:
-                installed[parts[0]] = (parts[1], parts[0] in locks)
+        snap = parse_rpm([*sec.get("packages", []), RPM_LOCKS_MARK, *sec.get("locks", [])])
+        locked = snap.locked_names()
+        installed = {n: (p.version, n in locked) for n, p in snap.packages.items()}
     else:
-        for line in sec.get("packages", []):
-            parts = line.split("\t")
-            if len(parts) != 3:
-                continue
-            words = parts[2].split()
-            if len(words) == 3 and words[2] == "installed":
-                installed[parts[0].split(":", 1)[0]] = (parts[1], words[0] == "hold")
+        snap = parse_dpkg(sec.get("packages", []))
+        installed = {n: (p.version, p.held) for n, p in snap.packages.items()}
     packages: dict[str, dict[str, LockedPackage]] = {}
     for comp, pkgs in component_packages(spec).items():
         packages[comp] = {}
         for p in pkgs:
             version, held = installed.get(p.name, (None, False))
             packages[comp][p.name] = LockedPackage(version=version, held=held)
-    firmware: dict[str, str] = {}
-    for line in sec.get("hca", []):
-        dev, _, ver = line.partition("\t")
-        if dev and ver.strip():
-            firmware[f"hca/{dev}"] = ver.strip()
-    for line in sec.get("vbios", []):
-        idx, sep, ver = line.partition(",")
-        if sep and idx.strip().isdigit() and ver.strip() and ver.strip() not in ("N/A", "[N/A]"):
-            firmware[f"vbios/{int(idx)}"] = ver.strip()
-    files: dict[str, str | None] = {}
-    for line in sec.get("files", []):
-        digest, _, path = line.partition("  ")
-        path = path.strip()
-        if not path:
-            continue
-        files[path] = digest if re.fullmatch(r"[0-9a-f]{64}", digest) else None
-    module = (sec.get("module") or [None])[0]
-    from gpuctl.parsers.train_env import parse_distributions
-
     return NodeLock(
-        read_at=read_at, os=(sec.get("os") or [None])[0], kernel=(sec.get("kernel") or [None])[0],
-        nvidia_module=module.strip() if module else None,
-        packages=packages, firmware=firmware, files=files,
+        read_at=read_at, os=os_name(parse_os_release(sec.get("os", []))), kernel=(sec.get("kernel") or [None])[0],
+        nvidia_module=loaded_nvidia_version((sec.get("module") or [None])[0])[0],
+        packages=packages, firmware={**parse_fw_ver_lines(sec.get("hca", [])), **parse_vbios_csv(sec.get("vbios", []))},
+        files=parse_sha256sum(sec.get("files", [])),
         train_env=parse_distributions(sec.get("train_env", [])),
     )
 

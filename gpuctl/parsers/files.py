@@ -89,3 +89,18 @@ def parse_command_paths(lines: list[str]) -> dict[str, str | None]:
             out[k] = v or None
     return out
 
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def parse_sha256sum(lines: list[str]) -> dict[str, str | None]:
+    """``<sha256>  <path>`` lines (`sha256sum`), or ``-  <path>`` for a file that is absent →
+    {path: sha256 or None}."""
+    out: dict[str, str | None] = {}
+    for line in lines:
+        digest, _, path = line.partition("  ")
+        path = path.strip()
+        if path:
+            out[path] = digest if _SHA256.fullmatch(digest) else None
+    return out
+

@@ -64,3 +64,38 @@ def test_install_and_verify_read_the_gid_table_with_one_command():
     p.gids()
     assert RdmaPorts().command(ports) == rdma_command(ports)
     assert [c for c in p.host.ran if shlex.quote(rdma_command(ports)) in c], p.host.ran
+
+
+def _string_constants(path: Path) -> list[str]:
+    """String literals of a module that are not docstrings (f-string parts included)."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_the_loaded_nvidia_module_version_is_read_one_way():
+    """Provisioning (facts/nvidia.py), the reboot's confirmation (the nvidia_driver knob), verify
+    (checks/probe.py) and the lock read one file, named once, through one function."""
+    from gpuctl.checks.probe import STATIC_FILES
+    from gpuctl.facts.nvidia import NvidiaModule, parse_nvidia_module
+    from gpuctl.knobs import CONFIRM_COMMANDS
+    from gpuctl.lock import parse_read, read_script
+    from gpuctl.parsers.kernel import NVIDIA_MODULE_VERSION_FILE, loaded_nvidia_version
+    from gpuctl.paths import roles_dir
+    from gpuctl.yamlsrc import load_yaml
+    from tests.unit.checks_support import inventory_spec
+
+    spelled = [p.relative_to(PACKAGE.parent).as_posix() for p in sorted(PACKAGE.rglob("*.py"))
+               if not p.is_relative_to(PACKAGE / "lab")
+               and any(NVIDIA_MODULE_VERSION_FILE in c for c in _string_constants(p))]
+    assert spelled == ["gpuctl/parsers/kernel.py"]
+    defaults = load_yaml(roles_dir() / "nvidia_driver" / "defaults.yaml")[0]
+    assert CONFIRM_COMMANDS[defaults["nvidia_driver_confirm_command"]] == ("cat", NVIDIA_MODULE_VERSION_FILE)
+    spec = inventory_spec("lab")
+    assert NVIDIA_MODULE_VERSION_FILE in STATIC_FILES
+    assert NVIDIA_MODULE_VERSION_FILE in NvidiaModule().command() and NVIDIA_MODULE_VERSION_FILE in read_script(spec)
+    # the same text gives the same version on every side
+    text = "580.95.05\n"
+    assert loaded_nvidia_version(text)[0] == parse_nvidia_module([f"loaded={text.strip()}"]).loaded_version \
+        == parse_read(f"##gpuctl-lock module\n{text}##gpuctl-lock end\n", spec).nvidia_module == "580.95.05"
