@@ -676,24 +676,7 @@ def _health_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Ver
                               subject=subject, source="gpuctl base role: nvidia-persistenced keeps the driver loaded",
                               remediation=Remediation.RECONFIGURE,
                               message="persistence mode is off (enable nvidia-persistenced)"))
-    for field_, label in (("ecc_volatile_uncorrectable", "volatile"), ("ecc_aggregate_uncorrectable", "aggregate")):
-        val = getattr(gpu, field_)
-        if val is not None:
-            lim = ecc.max_uncorrectable.value
-            if label == "aggregate" and val > lim and (remapped := _remapped_verdict(gpu, val, ecc, subject)):
-                out.append(remapped)
-                continue
-            out.append(judge_fact(field_, val <= lim, value=val, expected=lim, subject=subject,
-                                  source=ecc.max_uncorrectable.source,
-                                  remediation=Remediation.REBOOT if label == "volatile" else Remediation.VENDOR_RMA,
-                                  message=f"{val} uncorrectable ECC errors ({label}), limit {lim:g}"))
-    corrected = (("ecc_dram_correctable", ecc.max_dram_corrected), ("ecc_sram_correctable", ecc.max_sram_corrected))
-    for field_, fig in corrected:
-        val = getattr(gpu, field_)
-        if val is not None:
-            out.append(judge_fact(field_, val <= fig.value, value=val, expected=fig.value, subject=subject,
-                                  source=fig.source, remediation=Remediation.VENDOR_RMA,
-                                  message=f"{val} corrected ECC errors, limit {fig.value:g}"))
+    out.extend(judge_ecc_counts(gpu, ecc, subject))
     if gpu.sram_threshold_exceeded is not None and ecc.sram_threshold is not None:
         out.append(judge_fact("sram_threshold_exceeded", not gpu.sram_threshold_exceeded,
                               value=gpu.sram_threshold_exceeded, expected=False, subject=subject,
@@ -714,6 +697,32 @@ def _health_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Ver
                               expected=False, subject=subject, source=ecc.max_uncorrectable.source,
                               remediation=Remediation.VENDOR_RMA,
                               message="row remapping failed: the GPU has run out of spare rows"))
+    return out
+
+
+def judge_ecc_counts(gpu: GpuInfo, ecc: EccLimits, subject: Subject) -> list[Verdict]:
+    """The one rule for a GPU's ECC error counts, shared by `gpuctl analyze` and verify
+    (nvidia_driver.gpu_ecc_errors): uncorrectable volatile → reboot; uncorrectable aggregate →
+    RMA unless its rows were remapped (`_remapped_verdict`); corrected DRAM/SRAM within limits."""
+    out = []
+    for field_, label in (("ecc_volatile_uncorrectable", "volatile"), ("ecc_aggregate_uncorrectable", "aggregate")):
+        val = getattr(gpu, field_)
+        if val is not None:
+            lim = ecc.max_uncorrectable.value
+            if label == "aggregate" and val > lim and (remapped := _remapped_verdict(gpu, val, ecc, subject)):
+                out.append(remapped)
+                continue
+            out.append(judge_fact(field_, val <= lim, value=val, expected=lim, subject=subject,
+                                  source=ecc.max_uncorrectable.source,
+                                  remediation=Remediation.REBOOT if label == "volatile" else Remediation.VENDOR_RMA,
+                                  message=f"{val} uncorrectable ECC errors ({label}), limit {lim:g}"))
+    corrected = (("ecc_dram_correctable", ecc.max_dram_corrected), ("ecc_sram_correctable", ecc.max_sram_corrected))
+    for field_, fig in corrected:
+        val = getattr(gpu, field_)
+        if val is not None:
+            out.append(judge_fact(field_, val <= fig.value, value=val, expected=fig.value, subject=subject,
+                                  source=fig.source, remediation=Remediation.VENDOR_RMA,
+                                  message=f"{val} corrected ECC errors, limit {fig.value:g}"))
     return out
 
 

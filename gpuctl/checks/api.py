@@ -39,6 +39,7 @@ __all__ = [
     "fail",
     "for_each",
     "judge_health",
+    "judge_verdicts",
     "modules_of",
     "packages_of",
     "services_of",
@@ -91,6 +92,19 @@ def judge_health(findings: Sequence[Any]) -> None:
 
         why = "; ".join(dict.fromkeys(f.detail for f in findings)) or "nothing to judge on this node"
         pytest.skip(f"not judged: {why}")
+
+
+def judge_verdicts(verdicts: Sequence[Any], *, expected: Callable[[Any], str], found: Callable[[Any], str],
+                   subject: str = "") -> None:
+    """Verify's side of a judgement shared with `gpuctl analyze` (a `gpuctl.verdicts` rule, so both
+    reach one verdict on the same data): fail with the first failing verdict's message and
+    remediation, naming how many more failed; `expected`/`found` word a verdict for the report."""
+    failed = [v for v in verdicts if v.status == "fail"]
+    if failed:
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more: {', '.join(v.check for v in failed[1:])})" if len(failed) > 1 else ""
+        fail(first.message + more, expected=expected(first), found=found(first), remediation=first.remediation,
+             subject=subject)
 
 
 def _role_components(role: str) -> list[str]:

@@ -23,6 +23,7 @@ from gpuctl.checks.api import (
     fail,
     for_each,
     judge_health,
+    judge_verdicts,
     modules_of,
     packages_of,
     services_of,
@@ -30,6 +31,7 @@ from gpuctl.checks.api import (
 from gpuctl.checks.probe import Probe, nvml_remediation
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiFailure
 from gpuctl.spec import NodeSpec
+from gpuctl.verdicts import Subject, judge_ecc_counts
 from gpuctl.xidpolicy import FAIL, xid_findings
 
 ROLE = "nvidia_driver"
@@ -177,28 +179,23 @@ def test_gpu_ecc_mode(host, spec, probe, item):
            remediation=Remediation.RECONFIGURE, subject=g.label)
 
 
+# how verify words each count of judge_ecc_counts: (after the limit, after the value)
+_ECC_WORDS = {"ecc_volatile_uncorrectable": (" uncorrectable", " volatile uncorrectable"),
+              "ecc_aggregate_uncorrectable": (" uncorrectable", " aggregate uncorrectable"),
+              "ecc_dram_correctable": ("", ""), "ecc_sram_correctable": ("", "")}
+
+
 @for_each(gpu_items)
 def test_gpu_ecc_errors(host, spec, probe, item):
-    """No uncorrectable ECC errors; corrected counts within the shared health limits."""
+    """No uncorrectable ECC errors (an aggregate count whose rows were remapped is healthy);
+    corrected counts within the shared health limits — `gpuctl.verdicts.judge_ecc_counts`,
+    the rule `gpuctl analyze` applies."""
     g = _gpu(probe, item)
-    ecc = load_health().ecc
-    limit = ecc.max_uncorrectable.value
-    vol, agg = g.ecc_volatile_uncorrectable, g.ecc_aggregate_uncorrectable
-    if vol is None and agg is None:
+    if g.ecc_volatile_uncorrectable is None and g.ecc_aggregate_uncorrectable is None:
         raise CouldNotRun(f"{g.label}: nvidia-smi reports no ECC error counts")
-    if vol is not None and vol > limit:
-        fail(f"{g.label}: {vol} volatile uncorrectable ECC errors ({ecc.max_uncorrectable.source})",
-             expected=f"<= {limit:g} uncorrectable", found=f"{vol} volatile uncorrectable",
-             remediation=Remediation.REBOOT, subject=g.label)
-    if agg is not None and agg > limit:
-        fail(f"{g.label}: {agg} aggregate uncorrectable ECC errors over the GPU's life "
-             f"({ecc.max_uncorrectable.source})", expected=f"<= {limit:g} uncorrectable",
-             found=f"{agg} aggregate uncorrectable", remediation=Remediation.VENDOR_RMA, subject=g.label)
-    for value, fig, what in ((g.ecc_dram_correctable, ecc.max_dram_corrected, "DRAM"),
-                             (g.ecc_sram_correctable, ecc.max_sram_corrected, "SRAM")):
-        if value is not None and value > fig.value:
-            fail(f"{g.label}: {value} corrected {what} ECC errors ({fig.source})", expected=f"<= {fig.value:g}",
-                 found=str(value), remediation=Remediation.VENDOR_RMA, subject=g.label)
+    judge_verdicts(judge_ecc_counts(g, load_health().ecc, Subject(spec.node, g.index, g.bus_id)),
+                   expected=lambda v: f"<= {v.threshold:g}{_ECC_WORDS[v.check][0]}",
+                   found=lambda v: f"{v.value}{_ECC_WORDS[v.check][1]}", subject=g.label)
 
 
 @for_each(gpu_items)
