@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-
 
 def parse_os_release(lines: list[str]) -> dict[str, str]:
     """``ID=ubuntu`` / ``VERSION_ID="22.04"`` lines → {"ID": "ubuntu", "VERSION_ID": "22.04"};
@@ -13,11 +11,10 @@ def parse_os_release(lines: list[str]) -> dict[str, str]:
         key, sep, value = line.strip().partition("=")
         if not sep or not key or key.startswith("#"):
             continue
-        try:
-            words = shlex.split(value)
-        except ValueError:
-            words = [value.strip().strip("\"'")]
-        out[key] = words[0] if words else ""
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        out[key] = value
     return out
 
 
