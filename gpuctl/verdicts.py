@@ -33,7 +33,7 @@ from gpuctl.parsers.nvlink import TOOL as NVLINK_TOOL
 from gpuctl.parsers.nvlink import NvlinkResult
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult
 from gpuctl.parsers.perftest import BwResult, LatResult
-from gpuctl.parsers.topo import PCIE_PATHS, TopoResult, path_rank
+from gpuctl.parsers.topo import PCIE_PATHS, TopoLink, TopoResult, path_rank
 from gpuctl.parsers.training import LauncherLog, TrainingFinal, TrainingResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
@@ -570,6 +570,19 @@ def judge_nccl_log(result: NcclLogResult, sku: Sku | None = None, subject: Subje
 TOPO_SOURCE = "nvidia-smi topo -m: a connection matrix is symmetric"
 
 
+def judge_nvlink_pair(link: TopoLink, sku: Sku, subject: Subject = NODE) -> Verdict:
+    """One GPU pair of `topo -m` against the SKU's NVLink bond (code, e.g. NV18): the one rule,
+    shared by `gpuctl analyze topo` and verify (nvidia_driver.nvlink_pair). No NVLink at all is
+    an RMA; fewer links a reseat. The SKU must have a topo code."""
+    code = sku.nvlink.topo_code
+    pair = Subject(subject.node, int(link.a[3:]), None, int(link.b[3:]))
+    rem = Remediation.VENDOR_RMA if link.nvlinks == 0 else Remediation.RESEAT_OR_REPLACE
+    why = "no NVLink at all (PCIe/SMP path)" if link.nvlinks == 0 else f"only {link.nvlinks} NVLinks"
+    return judge_fact("nvlink_pair", link.code == code, value=link.code, expected=code, subject=pair,
+                      source=sku.nvlink.source, remediation=rem,
+                      message=f"{link.a}↔{link.b} is {link.code}, expected {code}: {why}")
+
+
 def judge_topo(result: TopoResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     out = []
     asym = result.asymmetric_pairs()
@@ -584,26 +597,14 @@ def judge_topo(result: TopoResult, sku: Sku | None = None, subject: Subject = NO
                            "or widen the terminal)"))
     if sku is None:
         return out
-    out.append(judge_fact(
-        "gpu_count", len(result.gpus) == sku.gpu.count, value=len(result.gpus), expected=sku.gpu.count,
-        subject=subject, source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
-        message=f"{len(result.gpus)} GPUs in topo -m, the SKU {sku.name} has {sku.gpu.count}",
-    ))
+    out.append(judge_gpu_count(len(result.gpus), sku, subject, "in topo -m"))
     code = sku.nvlink.topo_code
     if code is None:
         out.append(Verdict("nvlink_topology", Status.NOT_APPLICABLE, subject, None, None, "", sku.nvlink.source,
                            Remediation.NONE, f"{subject.label()}: {sku.name} has no NVLink peers to check"))
         return out
     bad = result.unconnected_pairs(code)
-    for link in bad:
-        a, b = int(link.a[3:]), int(link.b[3:])
-        pair = Subject(subject.node, a, None, b)
-        rem = Remediation.VENDOR_RMA if link.nvlinks == 0 else Remediation.RESEAT_OR_REPLACE
-        why = "no NVLink at all (PCIe/SMP path)" if link.nvlinks == 0 else f"only {link.nvlinks} NVLinks"
-        out.append(judge_fact(
-            "nvlink_pair", False, value=link.code, expected=code, subject=pair, source=sku.nvlink.source,
-            remediation=rem, message=f"{link.a}↔{link.b} is {link.code}, expected {code}: {why}",
-        ))
+    out.extend(judge_nvlink_pair(link, sku, subject) for link in bad)
     if not bad:
         mesh = result.nvlink_full_mesh(code)
         out.append(judge_fact(
@@ -880,6 +881,49 @@ def judge_fabric(gpus: Sequence[GpuInfo], sku: Sku | None = None, subject: Subje
     return out
 
 
+def judge_gpu_against_sku(gpu: GpuInfo, sku: Sku, subject: Subject) -> list[Verdict]:
+    """One GPU against its SKU: model, memory, PCIe generation (max; a lower current one only
+    warns) and current width. The one rule for these facts, shared by `gpuctl analyze` and
+    verify (nvidia_driver.gpu_model, gpu_memory, gpu_pcie_gen, gpu_pcie_width)."""
+    out: list[Verdict] = []
+    s = subject
+    if gpu.name is not None:
+        out.append(judge_fact("gpu_model", gpu.name == sku.gpu.model, value=gpu.name, expected=sku.gpu.model,
+                              subject=s, source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
+                              message=f"model {gpu.name!r}, expected {sku.gpu.model!r}"))
+    if gpu.memory_total_mib is not None:
+        out.append(judge_fact("memory_total_mib", gpu.memory_total_mib >= sku.gpu.memory_mib,
+                              value=gpu.memory_total_mib, expected=sku.gpu.memory_mib, unit="MiB", subject=s,
+                              source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
+                              message=f"{gpu.memory_total_mib} MiB of GPU memory, expected {sku.gpu.memory_mib}"))
+    pcie = sku.pcie
+    if gpu.pcie_gen_max is not None:
+        out.append(judge_fact("pcie_gen_max", gpu.pcie_gen_max >= pcie.generation, value=gpu.pcie_gen_max,
+                              expected=pcie.generation, subject=s, source=pcie.source,
+                              remediation=Remediation.RECONFIGURE,
+                              message=f"link capable of PCIe Gen{gpu.pcie_gen_max} only, expected "
+                                      f"Gen{pcie.generation} (BIOS slot setting or riser)"))
+    if gpu.pcie_gen_current is not None:
+        out.append(judge_fact("pcie_gen_current", gpu.pcie_gen_current >= pcie.generation,
+                              value=gpu.pcie_gen_current, expected=pcie.generation, subject=s,
+                              source=pcie.source, remediation=Remediation.RERUN, warn_only=True,
+                              message=f"running at PCIe Gen{gpu.pcie_gen_current}, expected Gen{pcie.generation}"
+                                      " (idle power saving? rerun under load)"))
+    if gpu.pcie_width_current is not None:
+        out.append(judge_fact("pcie_width", gpu.pcie_width_current >= pcie.width, value=gpu.pcie_width_current,
+                              expected=pcie.width, unit="lanes", subject=s, source=pcie.source,
+                              remediation=Remediation.RESEAT_OR_REPLACE,
+                              message=f"PCIe link trained at x{gpu.pcie_width_current}, expected x{pcie.width}"))
+    return out
+
+
+def judge_gpu_count(count: int, sku: Sku, subject: Subject, where: str = "visible") -> Verdict:
+    """The number of GPUs the node shows against its SKU (analyze's nvidia-smi and topo -m, verify's gpu_count)."""
+    return judge_fact("gpu_count", count == sku.gpu.count, value=count, expected=sku.gpu.count, subject=subject,
+                      source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
+                      message=f"{count} GPUs {where}, the SKU {sku.name} has {sku.gpu.count}")
+
+
 def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """ECC, retired pages and row remapping against `load_health()` always; with a SKU,
     GPU count, model, memory and PCIe generation/width, each naming GPU and bus id.
@@ -893,10 +937,7 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
         # the GPUs it does not show are not judged (nor counted); the ones it shows are
         out.append(partial_paste(f"nvidia-smi -{result.format}", result.partial, subject))
     elif sku is not None:
-        n = len(result.gpus)
-        out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
-                              source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
-                              message=f"{n} GPUs visible, the SKU {sku.name} has {sku.gpu.count}"))
+        out.append(judge_gpu_count(len(result.gpus), sku, subject))
     out.extend(judge_fabric(result.gpus, sku, subject))
     for gpu in result.gpus:
         s = _gpu_subject(gpu, subject)
@@ -905,33 +946,7 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
         if sku is None:
             out.extend(_link_verdicts(gpu, health, s))
             continue
-        if gpu.name is not None:
-            out.append(judge_fact("gpu_model", gpu.name == sku.gpu.model, value=gpu.name, expected=sku.gpu.model,
-                                  subject=s, source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
-                                  message=f"model {gpu.name!r}, expected {sku.gpu.model!r}"))
-        if gpu.memory_total_mib is not None:
-            out.append(judge_fact("memory_total_mib", gpu.memory_total_mib >= sku.gpu.memory_mib,
-                                  value=gpu.memory_total_mib, expected=sku.gpu.memory_mib, unit="MiB", subject=s,
-                                  source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
-                                  message=f"{gpu.memory_total_mib} MiB of GPU memory, expected {sku.gpu.memory_mib}"))
-        pcie = sku.pcie
-        if gpu.pcie_gen_max is not None:
-            out.append(judge_fact("pcie_gen_max", gpu.pcie_gen_max >= pcie.generation, value=gpu.pcie_gen_max,
-                                  expected=pcie.generation, subject=s, source=pcie.source,
-                                  remediation=Remediation.RECONFIGURE,
-                                  message=f"link capable of PCIe Gen{gpu.pcie_gen_max} only, expected "
-                                          f"Gen{pcie.generation} (BIOS slot setting or riser)"))
-        if gpu.pcie_gen_current is not None:
-            out.append(judge_fact("pcie_gen_current", gpu.pcie_gen_current >= pcie.generation,
-                                  value=gpu.pcie_gen_current, expected=pcie.generation, subject=s,
-                                  source=pcie.source, remediation=Remediation.RERUN, warn_only=True,
-                                  message=f"running at PCIe Gen{gpu.pcie_gen_current}, expected Gen{pcie.generation}"
-                                          " (idle power saving? rerun under load)"))
-        if gpu.pcie_width_current is not None:
-            out.append(judge_fact("pcie_width", gpu.pcie_width_current >= pcie.width, value=gpu.pcie_width_current,
-                                  expected=pcie.width, unit="lanes", subject=s, source=pcie.source,
-                                  remediation=Remediation.RESEAT_OR_REPLACE,
-                                  message=f"PCIe link trained at x{gpu.pcie_width_current}, expected x{pcie.width}"))
+        out.extend(judge_gpu_against_sku(gpu, sku, s))
     return out
 
 

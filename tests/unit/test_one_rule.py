@@ -3,6 +3,7 @@ hardware fact, one function judges it, and both reach the same verdict on the sa
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from gpuctl.checks.model import CheckFailure, Remediation
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult, parse_nvidia_smi_q
 from gpuctl.verdicts import Status, judge_nvidia_smi
+from gpuctl.verdicts import judge_topo as judge_nvidia_topo
 from tests.unit.checks_support import fixture, inventory_spec, probe, role
 
 H100_Q = fixture("nvidia_smi/nvidia-smi-q-h100-8gpu-535.161.txt")
@@ -56,3 +58,59 @@ def test_verify_and_analyze_agree_on_ecc_counts(case):
     gpu: GpuInfo = replace(parsed.gpus[3], **{"remap_pending": False, "remap_failure": False, **ECC_CASES[case]})
     result = replace(parsed, gpus=(*parsed.gpus[:3], gpu, *parsed.gpus[4:]))
     assert _verify(drv.test_gpu_ecc_errors, spec, result, "gpu3") == _analyze(result, 3, ECC_CHECKS)
+
+
+SKU_CASES = {  # check of verify → (analyze's check, GPU fields)
+    "healthy": (None, {}),
+    "width x8": ("pcie_width", {"pcie_width_current": 8}),
+    "width x16 of max x8": ("pcie_width", {"pcie_width_current": 16, "pcie_width_max": 8}),
+    "gen4 max": ("pcie_gen_max", {"pcie_gen_max": 4}),
+    "gen1 current (idle)": ("pcie_gen_max", {"pcie_gen_current": 1}),
+    "other model": ("gpu_model", {"name": "NVIDIA H100 PCIe"}),
+    "less memory": ("memory_total_mib", {"memory_total_mib": 40960}),
+}
+VERIFY_CHECK = {"pcie_width": "test_gpu_pcie_width", "pcie_gen_max": "test_gpu_pcie_gen",
+                "gpu_model": "test_gpu_model", "memory_total_mib": "test_gpu_memory"}
+
+
+@pytest.mark.parametrize("case", SKU_CASES)
+@pytest.mark.parametrize("check", VERIFY_CHECK)
+def test_verify_and_analyze_agree_on_the_gpu_against_its_sku(case, check):
+    from gpuctl.catalog import load_sku
+
+    spec = inventory_spec("h100-8x4")
+    parsed = parse_nvidia_smi_q(H100_Q)
+    gpu = replace(parsed.gpus[5], **SKU_CASES[case][1])
+    result = replace(parsed, gpus=(*parsed.gpus[:5], gpu, *parsed.gpus[6:]))
+    vs = [v for v in judge_nvidia_smi(result, load_sku(spec.sku)) if v.subject.gpu == 5 and v.check == check]
+    failed = [v for v in vs if v.status is Status.FAIL]
+    analyze = ("fail", failed[0].remediation) if failed else ("pass", None)
+    assert _verify(getattr(drv, VERIFY_CHECK[check]), spec, result, "gpu5") == analyze
+
+
+@pytest.mark.parametrize("code", ["NV18", "NV12", "SYS", "PIX"])
+def test_verify_and_analyze_agree_on_an_nvlink_pair(code):
+    from gpuctl.catalog import load_sku
+    from gpuctl.parsers.topo import parse_topo_matrix
+
+    spec = inventory_spec("h100-8x4")
+    text = fixture("topo/topo-h100-8gpu-nonic-awesomemlsys.txt")
+    rows = text.splitlines()
+    # GPU2↔GPU6 (both directions) set to `code`
+    for i, line in enumerate(rows):
+        tokens = list(re.finditer(r"\S+", line))
+        if tokens and tokens[0].group() in ("GPU2", "GPU6"):
+            t = tokens[7 if tokens[0].group() == "GPU2" else 3]  # the other GPU's column
+            rows[i] = line[:t.start()] + code.ljust(len(t.group())) + line[t.end():]
+    topo = parse_topo_matrix("\n".join(rows) + "\n")
+    assert topo.link("GPU2", "GPU6") == code
+    p = probe(spec, {})
+    p._parsed["topo"] = topo
+    try:
+        drv.test_nvlink_pair(None, spec, p, "gpu2-gpu6")
+        verify = ("pass", None)
+    except CheckFailure as exc:
+        verify = ("fail", exc.remediation)
+    bad = [v for v in judge_nvidia_topo(topo, load_sku(spec.sku)) if v.check == "nvlink_pair"
+           and {v.subject.gpu, v.subject.peer} == {2, 6}]
+    assert verify == (("fail", bad[0].remediation) if bad else ("pass", None))
