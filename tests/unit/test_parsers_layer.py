@@ -99,3 +99,19 @@ def test_the_loaded_nvidia_module_version_is_read_one_way():
     text = "580.95.05\n"
     assert loaded_nvidia_version(text)[0] == parse_nvidia_module([f"loaded={text.strip()}"]).loaded_version \
         == parse_read(f"##gpuctl-lock module\n{text}##gpuctl-lock end\n", spec).nvidia_module == "580.95.05"
+
+
+def test_nccl_device_lists_are_written_and_read_in_one_place():
+    """NCCL_IB_HCA / NCCL_SOCKET_IFNAME: spec.py writes them with parsers.nccl_env.exact_list and
+    the nccl role's checks read them with list_names; no other module spells the '=' syntax."""
+    from gpuctl.parsers.nccl_env import exact_list, list_names
+    from tests.unit.checks_support import inventory_spec
+
+    spec = inventory_spec("h100-8x4")
+    hcas = [p.hca for p in spec.fabric.ports]
+    assert spec.nccl_conf["NCCL_IB_HCA"] == exact_list(hcas)
+    assert list_names(spec.nccl_conf["NCCL_IB_HCA"]) == hcas
+    assert list_names("=mlx5_0:1, ^mlx5_2,=") == ["mlx5_0", "mlx5_2"]
+    spelled = [p for p in (PACKAGE / "spec.py", PACKAGE.parent / "roles" / "nccl" / "checks.py")
+               if any('f"={' in line or 'lstrip("=^")' in line for line in p.read_text().splitlines())]
+    assert spelled == []
