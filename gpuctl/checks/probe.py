@@ -37,6 +37,7 @@ from gpuctl.parsers.health import (
 )
 from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
+from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
 from gpuctl.parsers.kernel import (
     NVIDIA_DRIVER_VERSION_FILE,
     NVIDIA_MODULE_VERSION_FILE,
@@ -63,8 +64,6 @@ from gpuctl.parsers.packages import InstalledPackage, parse_dpkg_query, parse_ho
 from gpuctl.parsers.rdma import (
     RdmaLink,
     RdmaState,
-    VerbsPort,
-    parse_ibv_devinfo,
     parse_rdma,
     parse_rdma_link_json,
     rdma_command,
@@ -445,7 +444,8 @@ class Probe:
         return self.parsed("rdma_links", lambda: parse_rdma_link_json(
             self.output("rdma-link", "rdma -j link show", tool="rdma").stdout))
 
-    def verbs_ports(self) -> dict[str, VerbsPort]:
+    def verbs_ports(self) -> IbstatResult:
+        """`ibv_devinfo`, read into ibstat's types (`gpuctl.parsers.ibv_devinfo`, as `gpuctl analyze`)."""
         return self.parsed("verbs_ports", lambda: parse_ibv_devinfo(
             self.output("ibv-devinfo", "ibv_devinfo", tool="ibv_devinfo").stdout))
 

@@ -1,4 +1,5 @@
-"""RDMA devices: the GID tables (RoCE v2 GID index discovery), `rdma -j link`, plain `ibv_devinfo`.
+"""RDMA devices: the GID tables (RoCE v2 GID index discovery) and `rdma -j link` (`ibv_devinfo`
+is read by `gpuctl.parsers.ibv_devinfo`, into ibstat's types).
 
 One `Gid` type and one reading of the GID table (`rdma_command` → `parse_rdma`) for the
 network role's install side (`gpuctl.facts.network.RdmaPorts`, NCCL_IB_GID_INDEX) and
@@ -9,7 +10,6 @@ verify's probe (`network.roce_gid`); one rule finds the RoCE v2 GID of a port
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,7 +123,7 @@ def roce_v2_ipv4_gid_index(dev: RdmaDev, netdev: str, address: str | None = None
     return hits[0] if hits else None
 
 
-# ---------------------------------------------------------------- rdma link, ibv_devinfo
+# ---------------------------------------------------------------- rdma link
 
 
 @dataclass(frozen=True)
@@ -148,44 +148,3 @@ def parse_rdma_link_json(text: str) -> dict[str, RdmaLink]:
                         item.get("physical_state", ""), item.get("netdev"))
         out[f"{link.device}/{link.port}"] = link
     return out
-
-
-@dataclass(frozen=True)
-class VerbsPort:
-    device: str
-    port: int
-    state: str  # "PORT_ACTIVE (4)" → "PORT_ACTIVE"
-    link_layer: str
-    active_mtu: str | None
-
-
-# "hca_id:	rxe0"
-_HCA = re.compile(r"^hca_id:\s*(\S+)")
-# "		port:	1"
-_VPORT = re.compile(r"^\s+port:\s*(\d+)")
-# "			state:			PORT_ACTIVE (4)"
-_VKV = re.compile(r"^\s+(state|link_layer|active_mtu):\s*(\S+)")
-
-
-def parse_ibv_devinfo(text: str) -> dict[str, VerbsPort]:
-    """`ibv_devinfo` → 'rxe0/1' → port."""
-    out: dict[str, VerbsPort] = {}
-    dev, port, kv = None, None, {}
-
-    def flush() -> None:
-        if dev is not None and port is not None:
-            out[f"{dev}/{port}"] = VerbsPort(dev, port, kv.get("state", ""), kv.get("link_layer", ""),
-                                             kv.get("active_mtu"))
-
-    for line in text.splitlines():
-        if m := _HCA.match(line):
-            flush()
-            dev, port, kv = m.group(1), None, {}
-        elif m := _VPORT.match(line):
-            flush()
-            port, kv = int(m.group(1)), {}
-        elif port is not None and (m := _VKV.match(line)):
-            kv[m.group(1)] = m.group(2)
-    flush()
-    return out
-

@@ -62,13 +62,13 @@ def test_fabric_port_state(host, spec, probe, item):
 
 @for_each(hca_items)
 def test_fabric_link_layer(host, spec, probe, item):
-    ports = [p for p in probe.verbs_ports().values() if p.device == item]
+    ports = [p for p in probe.verbs_ports().ports if p.ca == item]
     if not ports:
         raise CouldNotRun(f"ibv_devinfo lists no {item}; see {ROLE}.fabric_port_state[{item}]")
     want = spec.fabric.link_layer
     wrong = [p for p in ports if p.link_layer != want]
     expect(not wrong, f"{item}: link layer {wrong[0].link_layer if wrong else ''}, the fabric is {spec.fabric.type}",
-           expected=want, found=", ".join(f"{p.device}/{p.port} {p.link_layer}" for p in wrong),
+           expected=want, found=", ".join(f"{p.name} {p.link_layer}" for p in wrong),
            remediation=Remediation.RECONFIGURE)
 
 

@@ -43,7 +43,7 @@ def test_each_parsed_type_is_defined_once_in_parsers():
     defs = _definitions()
     for name in ("LoadedModule", "InstalledPackage", "Gid", "UnitState", "MdDetail", "parse_key_values",
                  "IbPort", "Interface", "parse_proc_modules", "parse_ip_addr", "sysctl_path",
-                 "parse_tail_bundle", "parse_dpkg", "parse_rpm"):
+                 "parse_tail_bundle", "parse_dpkg", "parse_rpm", "parse_ibv_devinfo", "parse_os_release"):
         where = defs.get(name, [])
         assert len(where) == 1 and where[0].startswith("gpuctl/parsers/"), f"{name} defined in {where}"
 
