@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from gpuctl.catalog import load_health
 from gpuctl.errors import ParseError
 from gpuctl.inventory import LoadedInventory
-from gpuctl.parsers.ibstat import IbPort, parse_sysfs_ports
+from gpuctl.parsers.ibstat import IbCa, IbPort, parse_sysfs_ports
 from gpuctl.parsers.kernel import parse_meminfo_kib
 from gpuctl.parsers.os_release import parse_os_release
 from gpuctl.spec import NodeSpec
-from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, judge_fact
+from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, judge_fact, judge_port_rate
 
 # Each section starts with a line "### <name>"; the script never fails as a whole.
 PREFLIGHT_SCRIPT = r"""
@@ -86,7 +86,7 @@ class NodeFacts:
     mem_total_kib: int | None
     pci: tuple[PciDevice, ...]
     nvme: tuple[str, ...]
-    ib_ports: tuple[IbPort, ...]  # sysfs read into `gpuctl.parsers.ibstat` (state in ibstat's words)
+    ib_cas: tuple[IbCa, ...]  # sysfs read into `gpuctl.parsers.ibstat` (state in ibstat's words)
     sections: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -94,6 +94,10 @@ class NodeFacts:
         if self.os_id in _RHEL_LIKE and self.os_version.split(".")[0] == "9":
             return "rhel9"
         return _OS_FAMILY.get((self.os_id, self.os_version))
+
+    @property
+    def ib_ports(self) -> tuple[IbPort, ...]:
+        return tuple(p for ca in self.ib_cas for p in ca.ports)
 
     @property
     def gpus(self) -> tuple[PciDevice, ...]:
@@ -152,7 +156,7 @@ def parse_preflight(text: str) -> NodeFacts:
         secure_boot=secure_boot, free_root_bytes=int(df) if df.isdigit() else None,
         mem_total_kib=mem_kib, pci=tuple(pci),
         nvme=tuple(x for x in sections.get("nvme", []) if x.strip()),
-        ib_ports=parse_sysfs_ports(sections.get("infiniband", [])).ports,
+        ib_cas=parse_sysfs_ports(sections.get("infiniband", [])).cas,
         sections={k: "\n".join(v) for k, v in sections.items()},
     )
 
@@ -245,14 +249,16 @@ def judge_node(facts: NodeFacts, spec: NodeSpec, loaded: LoadedInventory) -> lis
                                   remediation=Remediation.RESEAT_OR_REPLACE,
                                   message=f"{len(hcas)} RDMA device(s) ({', '.join(hcas) or 'none'}), "
                                           f"expected {len(fab.ports)}"))
+            ca_types = {ca.name: ca.ca_type for ca in facts.ib_cas}
             for p in facts.ib_ports:
                 sub = Subject(node=spec.node, port=p.name)
-                rate = None if p.rate_gbps is None else int(p.rate_gbps)
-                out.append(judge_fact("hca_rate", rate == fab.rate_gbps, value=rate,
-                                      expected=fab.rate_gbps, unit="Gb/s", subject=sub, source=inv_src,
-                                      remediation=Remediation.RESEAT_OR_REPLACE,
-                                      message=f"port rate {rate} Gb/s, expected {fab.rate_gbps} Gb/s "
-                                              f"(cable, transceiver or switch port)"))
+                if p.rate_gbps is None:
+                    out.append(judge_fact("hca_rate", False, value=None, expected=fab.rate_gbps, unit="Gb/s",
+                                          subject=sub, source=inv_src, remediation=Remediation.RESEAT_OR_REPLACE,
+                                          message=f"port rate unreadable, expected {fab.rate_gbps} Gb/s"))
+                elif fab.rate_gbps is not None:
+                    out.append(judge_port_rate(p.rate_gbps, fab.rate_gbps, sub, inv_src, ca_types.get(p.ca),
+                                               check="hca_rate"))
     return out
 
 

@@ -1092,11 +1092,7 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
                                f"{s.label()}: Active, rate not printed (ibv_devinfo without -v): state judged, "
                                f"the {rate:g} Gb/s rate not"))
         elif p.rate_gbps < rate:
-            why, why_source = _slow_port_cause(ca_types.get(p.ca), rate)
-            out.append(judge_fact("ib_port", False, value=p.rate_gbps, expected=rate, unit="Gb/s", subject=s,
-                                  source="; ".join(x for x in (source, why_source) if x),
-                                  remediation=Remediation.RESEAT_OR_REPLACE,
-                                  message=f"Active at {p.rate_gbps:g} Gb/s, expected {rate:g} Gb/s ({why})"))
+            out.append(judge_port_rate(p.rate_gbps, rate, s, source, ca_types.get(p.ca)))
         elif p.link_layer not in (layer, "unknown"):
             out.append(judge_fact("ib_port", False, value=p.link_layer, expected=layer, subject=s, source=source,
                                   remediation=Remediation.RECONFIGURE,
@@ -1115,6 +1111,21 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
             out[-1] = Verdict(v.check, v.status, v.subject, v.value, v.threshold, v.unit, v.source, v.remediation,
                               f"{v.message}; {layer} link layer")
     return out
+
+
+def judge_port_rate(rate_gbps: float, expected: float, subject: Subject, source: str, ca_type: str | None = None,
+                    check: str = "ib_port") -> Verdict:
+    """An RDMA port's rate against the fabric's (SKU or inventory): at least the expected rate
+    passes; below it is a degraded link, or the wrong adapter model where the adapter cannot
+    go faster (`_slow_port_cause`). The one rule for `gpuctl analyze ibstat`, verify
+    (network.fabric_port_rate) and preflight (hca_rate)."""
+    if rate_gbps >= expected:
+        return judge_fact(check, True, value=rate_gbps, expected=expected, unit="Gb/s", subject=subject,
+                          source=source, remediation=Remediation.NONE, message="")
+    why, why_source = _slow_port_cause(ca_type, expected)
+    return judge_fact(check, False, value=rate_gbps, expected=expected, unit="Gb/s", subject=subject,
+                      source="; ".join(x for x in (source, why_source) if x), remediation=Remediation.RESEAT_OR_REPLACE,
+                      message=f"port rate {rate_gbps:g} Gb/s, expected {expected:g} Gb/s ({why})")
 
 
 def _slow_port_cause(ca_type: str | None, rate: float) -> tuple[str, str]:

@@ -20,9 +20,11 @@ from gpuctl.checks.api import (
     fail,
     for_each,
     judge_health,
+    judge_verdicts,
     modules_of,
 )
 from gpuctl.parsers.rdma import roce_v2_ipv4_gid_index
+from gpuctl.verdicts import Subject, judge_port_rate
 
 ROLE = "network"
 
@@ -94,10 +96,10 @@ def test_fabric_port_rate(host, spec, probe, item):
     ports = [p for p in probe.ibstat().ports if p.ca == item]
     if not ports:
         raise CouldNotRun(f"ibstat lists no {item}; see {ROLE}.fabric_port_state[{item}]")
-    slow = [p for p in ports if p.rate_gbps < want]
-    expect(not slow, f"{item}: Active at {slow[0].rate_gbps:g} Gb/s, expected {want} Gb/s (degraded link: "
-           "cable, transceiver or switch port)" if slow else "", expected=f"{want} Gb/s",
-           found=", ".join(f"{p.name} {p.rate_gbps:g} Gb/s" for p in slow), remediation=Remediation.RESEAT_OR_REPLACE)
+    ca_type = next((ca.ca_type for ca in probe.ibstat().cas if ca.name == item), None)
+    judge_verdicts([judge_port_rate(p.rate_gbps, want, Subject(spec.node, port=p.name), "inventory fabric.rate_gbps",
+                                    ca_type) for p in ports if p.rate_gbps is not None],
+                   expected=lambda v: f"{v.threshold:g} Gb/s", found=lambda v: f"{v.subject.port} {v.value:g} Gb/s")
 
 
 @for_each(addressed_port_items)

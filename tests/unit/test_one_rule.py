@@ -114,3 +114,37 @@ def test_verify_and_analyze_agree_on_an_nvlink_pair(code):
     bad = [v for v in judge_nvidia_topo(topo, load_sku(spec.sku)) if v.check == "nvlink_pair"
            and {v.subject.gpu, v.subject.peer} == {2, 6}]
     assert verify == (("fail", bad[0].remediation) if bad else ("pass", None))
+
+
+@pytest.mark.parametrize("rate", [400, 800, 200, 100])
+def test_verify_analyze_and_preflight_agree_on_a_port_rate(rate):
+    """One HCA port's rate (mlx5_0/1 of the h100-8x4 cluster, whose inventory and SKU say 400 Gb/s):
+    verify's network.fabric_port_rate, `gpuctl analyze ibstat` and preflight's hca_rate. Before,
+    preflight failed a port faster than the inventory's rate (== instead of >=)."""
+    from pathlib import Path
+
+    from gpuctl.catalog import load_sku
+    from gpuctl.inventory import load_inventory
+    from gpuctl.parsers.ibstat import parse_ibstat
+    from gpuctl.paths import inventories_dir
+    from gpuctl.preflight import judge_node, parse_preflight
+    from gpuctl.verdicts import judge_ibstat
+
+    spec = inventory_spec("h100-8x4")
+    ibstat = fixture("ibstat/ibstat-cx7-ndr-ib-8port-active.txt").replace("Rate: 400", f"Rate: {rate}", 1)
+    p = probe(spec, {"ibstat": ibstat})
+    try:
+        role("network").test_fabric_port_rate(None, spec, p, "mlx5_0")
+        verify = ("pass", None)
+    except CheckFailure as exc:
+        verify = ("fail", exc.remediation)
+    port = next(v for v in judge_ibstat(parse_ibstat(ibstat), load_sku(spec.sku)) if v.subject.port == "mlx5_0/1")
+    analyze = ("fail", port.remediation) if port.status is Status.FAIL else ("pass", None)
+    text = (Path(__file__).resolve().parents[1] / "data" / "preflight" / "h100-8gpu-synthetic.txt").read_text()
+    line = "mlx5_0 1 MT4129 InfiniBand 4:_ACTIVE "
+    text = text.replace(line + "400_Gb", f"{line}{rate}_Gb")
+    loaded = load_inventory(inventories_dir() / "h100-8x4.yaml")
+    pre = next(v for v in judge_node(parse_preflight(text), spec, loaded)
+               if v.check == "hca_rate" and v.subject.port == "mlx5_0/1")
+    preflight = ("fail", pre.remediation) if pre.status is Status.FAIL else ("pass", None)
+    assert verify == analyze == preflight
