@@ -60,7 +60,7 @@ from gpuctl.parsers.nvidia_smi import (
     parse_nvidia_smi_xml,
 )
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult, parse_nvlink_errors
-from gpuctl.parsers.packages import InstalledPackage, parse_dpkg_query, parse_holds, parse_rpm_query
+from gpuctl.parsers.packages import DPKG_QUERY, RPM_QUERY, PackageSnapshot, parse_dpkg, parse_rpm
 from gpuctl.parsers.rdma import (
     RdmaLink,
     RdmaState,
@@ -287,24 +287,21 @@ class Probe:
 
     # ------------------------------------------------------------ packages, services, modules
 
-    def packages(self) -> dict[str, InstalledPackage]:
-        def build() -> dict[str, InstalledPackage]:
+    def packages(self) -> PackageSnapshot:
+        """Installed packages with their holds: the provisioning fact's own listing and parser
+        (`gpuctl.parsers.packages`), so verify and install read one snapshot the same way."""
+        def build() -> PackageSnapshot:
             if self.spec.package_manager == "apt":
-                out = self.output("packages", "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'",
-                                  tool="dpkg-query")
-                return parse_dpkg_query(out.stdout)
-            out = self.output("packages", "rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n'", tool="rpm")
-            return parse_rpm_query(out.stdout)
+                return parse_dpkg(self.output("packages", DPKG_QUERY, tool="dpkg-query").stdout.splitlines())
+            return parse_rpm(self.output("packages", RPM_QUERY, tool="rpm").stdout.splitlines())
         return self.parsed("packages", build)
 
     def holds(self) -> set[str]:
-        def build() -> set[str]:
-            if self.spec.package_manager == "apt":
-                out = self.output("holds", "apt-mark showhold", tool="apt-mark")
-            else:
-                out = self.output("holds", "dnf versionlock list -q", tool="dnf")
-            return parse_holds(out.stdout, self.spec.package_manager)
-        return self.parsed("holds", build)
+        """Names held against upgrades: apt-mark hold (dpkg's 'hold' selection), dnf versionlock."""
+        snap = self.packages()
+        if snap.manager == "dnf":
+            return snap.locked_names()
+        return {name for name, p in snap.packages.items() if p.held}
 
     def units(self) -> dict[str, UnitState]:
         def build() -> dict[str, UnitState]:
@@ -492,7 +489,7 @@ class Probe:
         steps = [("files", self.files)]
         if wanted & {"nvidia_driver", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm", "ofed", "gds",
                      "lustre_client"}:
-            steps += [("packages", self.packages), ("holds", self.holds)]
+            steps.append(("packages", self.packages))
         if self.spec.services:
             steps.append(("units", self.units))
         if "nvidia_driver" in wanted:

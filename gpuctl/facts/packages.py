@@ -18,8 +18,8 @@ from pyinfra.api import FactBase
 
 from gpuctl.facts import marker
 from gpuctl.parsers.packages import (
-    DPKG_INTERRUPTED_MARK,
-    RPM_LOCKS_MARK,
+    DPKG_QUERY,
+    RPM_QUERY,
     PackageSnapshot,
     parse_dnf_modules,
     parse_dpkg,
@@ -33,8 +33,7 @@ class DebPackages(FactBase[PackageSnapshot]):
     """Every installed deb with its exact version and hold state (one dpkg-query)."""
 
     def command(self) -> str:
-        return (marker("packages") + " dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n' 2>/dev/null;"
-                " [ -z \"$(ls -A /var/lib/dpkg/updates 2>/dev/null)\" ] || echo '" + DPKG_INTERRUPTED_MARK + "'; true")
+        return marker("packages") + " " + DPKG_QUERY
 
     @staticmethod
     def default() -> PackageSnapshot:
@@ -48,8 +47,7 @@ class RpmPackages(FactBase[PackageSnapshot]):
     """Every installed rpm as EPOCH:VERSION-RELEASE, and dnf's versionlock list."""
 
     def command(self) -> str:
-        return (marker("packages") + " rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n' 2>/dev/null;"
-                f" echo '{RPM_LOCKS_MARK}'; dnf -q versionlock list 2>/dev/null || true")
+        return marker("packages") + " " + RPM_QUERY
 
     @staticmethod
     def default() -> PackageSnapshot:

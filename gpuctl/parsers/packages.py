@@ -1,8 +1,8 @@
-"""Package managers' listings: dpkg-query, rpm -qa, apt-mark showhold, dnf versionlock, dnf module streams.
+"""Package managers' listings: dpkg-query (with the hold selection), rpm -qa, dnf versionlock, dnf module streams.
 
-One `InstalledPackage` type for every reader: the provisioning facts (`gpuctl.facts.packages`,
-a `PackageSnapshot` with holds), verify's probe (`parse_dpkg_query` / `parse_rpm_query` /
-`parse_holds`) and the lock's read script (`gpuctl.lock`). Versions are exactly what the
+One `PackageSnapshot` for every reader: the provisioning facts (`gpuctl.facts.packages`) and
+verify's probe run the same listing (`DPKG_QUERY` / `RPM_QUERY`), the lock's read script
+(`gpuctl.lock.read`) the same dpkg format for its packages only. Versions are exactly what the
 package manager prints (dpkg's `${Version}` includes the epoch, `1:4.5.2-1`; rpm's is rendered
 `EPOCH:VERSION-RELEASE`), so a NodeSpec pin compares by plain string equality. Pure functions:
 text in, data out.
@@ -10,16 +10,19 @@ text in, data out.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-
-from gpuctl.errors import ParseError
 
 RPM_LOCKS_MARK = "##gpuctl-versionlock"
 #: Printed by the dpkg fact when /var/lib/dpkg/updates holds files: dpkg was interrupted
 #: (a node lost power or was killed mid-install) and refuses every install until
 #: `dpkg --configure -a` has finished the job.
 DPKG_INTERRUPTED_MARK = "##gpuctl-dpkg-interrupted"
+#: The package listings, read by the provisioning facts (`gpuctl.facts.packages`) and by
+#: verify's probe alike, and parsed by `parse_dpkg` / `parse_rpm`.
+DPKG_QUERY = ("dpkg-query -W -f='${Package}\\t${Version}\\t${Status}\\n' 2>/dev/null;"
+              " [ -z \"$(ls -A /var/lib/dpkg/updates 2>/dev/null)\" ] || echo '" + DPKG_INTERRUPTED_MARK + "'; true")
+RPM_QUERY = ("rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n' 2>/dev/null;"
+             f" echo '{RPM_LOCKS_MARK}'; dnf -q versionlock list 2>/dev/null || true")
 #: dpkg states of a package whose install or removal did not finish.
 DPKG_UNFINISHED_STATES = frozenset({"half-installed", "unpacked", "half-configured", "triggers-awaited",
                                     "triggers-pending"})
@@ -30,8 +33,6 @@ class InstalledPackage:
     name: str
     version: str
     held: bool = False
-    installed: bool = True  # False: dpkg knows it but it is not installed ("rc": config files left)
-    status: str = "installed"  # dpkg's status abbreviation ("ii ", "rc ", "hi ") where read from it
 
 
 @dataclass(frozen=True)
@@ -169,50 +170,3 @@ def parse_dnf_modules(lines: list[str]) -> dict[str, str]:
             state = line.split("=", 1)[1].strip()
     flush()
     return out
-
-
-def parse_dpkg_query(text: str) -> dict[str, InstalledPackage]:
-    """`dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'` → name → package.
-
-    Status "ii " is installed; "rc " (removed, config left) and "hi " (held, installed) too."""
-    out = {}
-    for line in text.splitlines():
-        # "libnccl2\t2.27.7-1+cuda13.0\tii "
-        parts = line.split("\t")
-        if len(parts) < 3 or not parts[0]:
-            continue
-        name, version, status = parts[0].split(":")[0], parts[1], parts[2].strip()
-        out[name] = InstalledPackage(name, version, installed=len(status) >= 2 and status[1] == "i", status=status)
-    if not out and text.strip():
-        raise ParseError(f"dpkg-query: no 'name<TAB>version<TAB>status' lines in {text.splitlines()[0]!r}")
-    return out
-
-
-def parse_rpm_query(text: str) -> dict[str, InstalledPackage]:
-    """`rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n'` → name → package."""
-    out = {}
-    for line in text.splitlines():
-        # "nvidia-driver\t3:570.133.20-1.el9"
-        parts = line.split("\t")
-        if len(parts) >= 2 and parts[0]:
-            version = parts[1].strip()
-            version = version[2:] if version.startswith("0:") else version
-            out[parts[0]] = InstalledPackage(parts[0], version)
-    return out
-
-
-def parse_holds(text: str, manager: str) -> set[str]:
-    """`apt-mark showhold` (one name a line) or `dnf versionlock list` ('name-1:2.3-1.el9.*')."""
-    names = set()
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("Last metadata", "#")):
-            continue
-        if manager == "apt":
-            names.add(line.split(":")[0])
-        else:
-            # "nvidia-driver-3:570.133.20-1.el9.*" → "nvidia-driver"
-            m = re.match(r"^(.+?)-(\d+:)?\d[^-]*-[^-]+$", line)
-            names.add(m.group(1) if m else line)
-    return names
-

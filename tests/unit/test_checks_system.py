@@ -5,6 +5,7 @@ found and remediation."""
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -16,19 +17,17 @@ from tests.unit.checks_support import bundle, failure, fixture, inventory_spec, 
 LAB = inventory_spec("lab")  # gpu-01: Soft-RoCE rxe0 on eth1, VLAN 100, RAID0 of 4 NVMe
 
 
-def dpkg_lines(spec, overrides=None):
+def dpkg_lines(spec, overrides=None, unheld=()):
+    """What the packages listing (parsers.packages.DPKG_QUERY) prints: every pinned package
+    installed and held (dpkg's 'hold' selection, what `apt-mark hold` sets) unless `unheld`."""
     overrides = overrides or {}
     rows = []
     for p in spec.all_packages():
         version = overrides.get(p.name, p.version)
         if version is not None:
-            rows.append(f"{p.name}\t{version}\tii ")
-    rows.append("bash\t5.2.15-2+b2\tii ")
+            rows.append(f"{p.name}\t{version}\t{'install' if p.name in unheld else 'hold'} ok installed")
+    rows.append("bash\t5.2.15-2+b2\tinstall ok installed")
     return "\n".join(rows) + "\n"
-
-
-def holds(spec, drop=()):
-    return "\n".join(p.name for p in spec.all_packages() if p.name not in drop) + "\n"
 
 
 # ---------------------------------------------------------------- packages
@@ -36,7 +35,7 @@ def holds(spec, drop=()):
 @pytest.mark.parametrize("role_name", ["nvidia_driver", "cuda", "nccl", "dcgm", "gds", "ofed", "fabricmanager"])
 def test_converged_packages_pass(role_name):
     mod = role(role_name)
-    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB), "apt-mark showhold": holds(LAB)})
+    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB)})
     items = mod.test_package_pinned._gpuctl_items(LAB)
     assert items
     for item in items:
@@ -58,8 +57,7 @@ def test_epoch_is_part_of_the_pin():
 
 
 def test_missing_and_unheld_packages_fail():
-    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB, {"cuda-toolkit-13-0": None}),
-                    "apt-mark showhold": holds(LAB, drop=("cuda-toolkit-13-0",))})
+    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB, {"cuda-toolkit-13-0": None})})
     assert failure(role("cuda").test_package_pinned, LAB, p, "cuda-toolkit-13-0").found == "not installed"
     f = failure(role("cuda").test_package_held, LAB, p, "cuda-toolkit-13-0")
     assert "apt-mark showhold" in f.expected and f.found.startswith("not held")
@@ -349,3 +347,15 @@ def test_bench_tools_are_looked_up_where_the_bench_looks(tmp_path):
         suites.TOOL_DIRS = old
     assert paths["gpuctl-bwprobe"] == str(tool)
     assert paths["fio"] == "" or paths["fio"].startswith("/")
+
+
+def test_installed_but_unheld_package_fails_held_and_verify_reads_the_facts_listing():
+    """verify reads packages with the provisioning fact's own command and parser (one reading)."""
+    from gpuctl.facts.packages import DebPackages
+    from gpuctl.parsers.packages import DPKG_QUERY
+
+    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB, unheld=("libnccl2",))})
+    role("nccl").test_package_pinned(None, LAB, p, "libnccl2")
+    f = failure(role("nccl").test_package_held, LAB, p, "libnccl2")
+    assert f.found.startswith("not held")
+    assert any(shlex.quote(DPKG_QUERY) in c for c in p.host.ran) and DPKG_QUERY in DebPackages().command()
