@@ -21,7 +21,17 @@ from gpuctl.parsers.ibstat import IbCa, IbPort, parse_sysfs_ports
 from gpuctl.parsers.kernel import parse_meminfo_kib
 from gpuctl.parsers.os_release import parse_os_release
 from gpuctl.spec import NodeSpec
-from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, judge_fact, judge_port_rate
+from gpuctl.verdicts import (
+    Remediation,
+    Status,
+    Subject,
+    Verdict,
+    could_not_run,
+    judge_fact,
+    judge_pcie_gen_max,
+    judge_pcie_width,
+    judge_port_rate,
+)
 
 # Each section starts with a line "### <name>"; the script never fails as a whole.
 PREFLIGHT_SCRIPT = r"""
@@ -215,19 +225,8 @@ def judge_node(facts: NodeFacts, spec: NodeSpec, loaded: LoadedInventory) -> lis
                               expected=" or ".join(f"10de:{i}" for i in hw.gpu_pci_ids), subject=sub,
                               source=sku_src, remediation=Remediation.VENDOR_RMA,
                               message=f"PCI device 10de:{g.device_id} is not a {hw.gpu_model}"))
-        width_ok = g.current_width is not None and g.current_width >= hw.pcie_width
-        out.append(judge_fact("gpu_pcie_width", width_ok, value=f"x{g.current_width}",
-                              expected=f"x{hw.pcie_width}",
-                              subject=sub, source=sku_src, remediation=Remediation.RESEAT_OR_REPLACE,
-                              message=f"PCIe link trained at x{g.current_width}, expected x{hw.pcie_width}: "
-                                      "reseat the GPU/riser or check the slot"))
-        gen_ok = g.max_gen is not None and g.max_gen >= hw.pcie_generation
-        out.append(judge_fact("gpu_pcie_gen", gen_ok, value=f"Gen{g.max_gen}",
-                              expected=f"Gen{hw.pcie_generation}",
-                              subject=sub, source=sku_src, remediation=Remediation.RECONFIGURE,
-                              message=f"PCIe link capable of Gen{g.max_gen} only, expected "
-                                      f"Gen{hw.pcie_generation} (BIOS slot setting?); an idle GPU may show a "
-                                      "lower current speed, which is normal"))
+        out.append(judge_pcie_width(g.current_width, hw.pcie_width, sub, sku_src, check="gpu_pcie_width"))
+        out.append(judge_pcie_gen_max(g.max_gen, hw.pcie_generation, sub, sku_src, check="gpu_pcie_gen"))
     if hw.nvswitch:
         out.append(judge_fact("nvswitch_present", len(facts.nvswitches) > 0, value=len(facts.nvswitches),
                               expected=">= 1", subject=node, source=sku_src, remediation=Remediation.VENDOR_RMA,

@@ -898,11 +898,7 @@ def judge_gpu_against_sku(gpu: GpuInfo, sku: Sku, subject: Subject) -> list[Verd
                               message=f"{gpu.memory_total_mib} MiB of GPU memory, expected {sku.gpu.memory_mib}"))
     pcie = sku.pcie
     if gpu.pcie_gen_max is not None:
-        out.append(judge_fact("pcie_gen_max", gpu.pcie_gen_max >= pcie.generation, value=gpu.pcie_gen_max,
-                              expected=pcie.generation, subject=s, source=pcie.source,
-                              remediation=Remediation.RECONFIGURE,
-                              message=f"link capable of PCIe Gen{gpu.pcie_gen_max} only, expected "
-                                      f"Gen{pcie.generation} (BIOS slot setting or riser)"))
+        out.append(judge_pcie_gen_max(gpu.pcie_gen_max, pcie.generation, s, pcie.source))
     if gpu.pcie_gen_current is not None:
         out.append(judge_fact("pcie_gen_current", gpu.pcie_gen_current >= pcie.generation,
                               value=gpu.pcie_gen_current, expected=pcie.generation, subject=s,
@@ -910,11 +906,27 @@ def judge_gpu_against_sku(gpu: GpuInfo, sku: Sku, subject: Subject) -> list[Verd
                               message=f"running at PCIe Gen{gpu.pcie_gen_current}, expected Gen{pcie.generation}"
                                       " (idle power saving? rerun under load)"))
     if gpu.pcie_width_current is not None:
-        out.append(judge_fact("pcie_width", gpu.pcie_width_current >= pcie.width, value=gpu.pcie_width_current,
-                              expected=pcie.width, unit="lanes", subject=s, source=pcie.source,
-                              remediation=Remediation.RESEAT_OR_REPLACE,
-                              message=f"PCIe link trained at x{gpu.pcie_width_current}, expected x{pcie.width}"))
+        out.append(judge_pcie_width(gpu.pcie_width_current, pcie.width, s, pcie.source))
     return out
+
+
+def judge_pcie_width(current: int | None, expected: int, subject: Subject, source: str,
+                     check: str = "pcie_width") -> Verdict:
+    """A GPU's current PCIe link width against the SKU's: fewer lanes is a seating, riser or slot
+    fault. The one rule for analyze, verify (gpu_pcie_width) and preflight (from sysfs)."""
+    return judge_fact(check, current is not None and current >= expected, value=current, expected=expected,
+                      unit="lanes", subject=subject, source=source, remediation=Remediation.RESEAT_OR_REPLACE,
+                      message=f"PCIe link trained at x{current}, expected x{expected}")
+
+
+def judge_pcie_gen_max(gen_max: int | None, expected: int, subject: Subject, source: str,
+                       check: str = "pcie_gen_max") -> Verdict:
+    """The generation a GPU's PCIe link is capable of against the SKU's (the current one drops at
+    idle and is not judged here): the one rule for analyze, verify (gpu_pcie_gen) and preflight."""
+    return judge_fact(check, gen_max is not None and gen_max >= expected, value=gen_max, expected=expected,
+                      subject=subject, source=source, remediation=Remediation.RECONFIGURE,
+                      message=f"link capable of PCIe Gen{gen_max} only, expected Gen{expected} "
+                              "(BIOS slot setting or riser)")
 
 
 def judge_gpu_count(count: int, sku: Sku, subject: Subject, where: str = "visible") -> Verdict:

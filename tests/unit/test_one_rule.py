@@ -148,3 +148,28 @@ def test_verify_analyze_and_preflight_agree_on_a_port_rate(rate):
                if v.check == "hca_rate" and v.subject.port == "mlx5_0/1")
     preflight = ("fail", pre.remediation) if pre.status is Status.FAIL else ("pass", None)
     assert verify == analyze == preflight
+
+
+@pytest.mark.parametrize(("width", "gts", "gen"), [(16, "32.0", 5), (8, "32.0", 5), (16, "16.0", 4), (4, "8.0", 3)])
+def test_preflight_judges_pcie_like_verify(width, gts, gen):
+    """PCIe width and maximum generation of one GPU: preflight (sysfs) and verify (nvidia-smi) agree."""
+    from pathlib import Path
+
+    from gpuctl.inventory import load_inventory
+    from gpuctl.paths import inventories_dir
+    from gpuctl.preflight import judge_node, parse_preflight
+
+    spec = inventory_spec("h100-8x4")
+    text = (Path(__file__).resolve().parents[1] / "data" / "preflight" / "h100-8gpu-synthetic.txt").read_text()
+    line = "0000:3a:00.0 0x2330 0x030200 32.0_GT/s_PCIe 16 32.0_GT/s_PCIe 16"
+    assert line in text
+    text = text.replace(line, f"0000:3a:00.0 0x2330 0x030200 32.0_GT/s_PCIe {width} {gts}_GT/s_PCIe 16")
+    loaded = load_inventory(inventories_dir() / "h100-8x4.yaml")
+    pre = {v.check: v for v in judge_node(parse_preflight(text), spec, loaded) if v.subject.bus_id == "0000:3a:00.0"}
+    parsed = parse_nvidia_smi_q(H100_Q)
+    gpu = replace(parsed.gpus[2], pcie_width_current=width, pcie_gen_max=gen)
+    result = replace(parsed, gpus=(*parsed.gpus[:2], gpu, *parsed.gpus[3:]))
+    for pre_check, verify_check in (("gpu_pcie_width", "test_gpu_pcie_width"), ("gpu_pcie_gen", "test_gpu_pcie_gen")):
+        v = pre[pre_check]
+        preflight = ("fail", v.remediation) if v.status is Status.FAIL else ("pass", None)
+        assert _verify(getattr(drv, verify_check), spec, result, "gpu2") == preflight, pre_check
