@@ -1094,10 +1094,7 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
     for p in chosen:
         s = Subject(subject.node, port=p.name)
         if not p.active:
-            rem, why = _port_down_cause(p)
-            out.append(judge_fact("ib_port", False, value=f"{p.state}/{p.physical_state}", expected="Active/LinkUp",
-                                  subject=s, source=source, remediation=rem,
-                                  message=f"port {p.state}/{p.physical_state}: {why}"))
+            out.append(judge_port_state(p, s, source))
         elif p.rate_gbps is None:
             good += 1
             out.append(Verdict("ib_port", Status.NO_THRESHOLD, s, None, rate, "Gb/s", source, Remediation.NONE,
@@ -1149,6 +1146,19 @@ def _slow_port_cause(ca_type: str | None, rate: float) -> tuple[str, str]:
     if adapters and cap is not None and cap < rate:
         return f"adapter {ca_type} tops out at {cap:g} Gb/s: wrong adapter model, not a cable fault", adapters.source
     return "degraded link: cable or transceiver", ""
+
+
+def judge_port_state(port: IbPort, subject: Subject, source: str, check: str = "ib_port") -> Verdict:
+    """An RDMA port must be Active/LinkUp; what one that is not needs comes from its physical
+    state (`_port_down_cause`). The one rule for `gpuctl analyze ibstat` and verify
+    (network.fabric_port_state, on `rdma link` read into ibstat's words)."""
+    value = f"{port.state}/{port.physical_state}"
+    if port.active:
+        return judge_fact(check, True, value=value, expected="Active/LinkUp", subject=subject, source=source,
+                          remediation=Remediation.NONE, message="")
+    rem, why = _port_down_cause(port)
+    return judge_fact(check, False, value=value, expected="Active/LinkUp", subject=subject, source=source,
+                      remediation=rem, message=f"port {value}: {why}")
 
 
 def _port_down_cause(port: IbPort) -> tuple[Remediation, str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.errors import ParseError
+from gpuctl.parsers.ibstat import IbPort
 from gpuctl.shellcmd import sh
 
 # ---------------------------------------------------------------- GID tables
@@ -148,3 +149,18 @@ def parse_rdma_link_json(text: str) -> dict[str, RdmaLink]:
                         item.get("physical_state", ""), item.get("netdev"))
         out[f"{link.device}/{link.port}"] = link
     return out
+
+
+# `rdma link` words → ibstat's (rdma-core's enum names, as parsers.ibv_devinfo maps them)
+_LINK_STATE = {"ACTIVE": "Active", "DOWN": "Down", "INIT": "Initializing", "ARMED": "Armed",
+               "ACTIVE_DEFER": "ActiveDefer", "NOP": "Nop"}
+_LINK_PHYS = {"LINK_UP": "LinkUp", "POLLING": "Polling", "DISABLED": "Disabled", "SLEEP": "Sleep",
+              "LINK_ERROR_RECOVERY": "LinkErrorRecovery", "PHY_TEST": "PhyTest"}
+
+
+def link_as_ib_port(link: RdmaLink) -> IbPort:
+    """An `rdma link` port as ibstat's `IbPort` (state words mapped; no rate, link layer unknown),
+    so one rule (`gpuctl.verdicts.judge_port_state`) judges both."""
+    return IbPort(ca=link.device, number=link.port, state=_LINK_STATE.get(link.state, link.state),
+                  physical_state=_LINK_PHYS.get(link.physical_state, link.physical_state), rate_gbps=None,
+                  link_layer="unknown", base_lid=None, sm_lid=None, port_guid=None)

@@ -23,8 +23,8 @@ from gpuctl.checks.api import (
     judge_verdicts,
     modules_of,
 )
-from gpuctl.parsers.rdma import roce_v2_ipv4_gid_index
-from gpuctl.verdicts import Subject, judge_port_rate
+from gpuctl.parsers.rdma import link_as_ib_port, roce_v2_ipv4_gid_index
+from gpuctl.verdicts import Subject, judge_port_rate, judge_port_state
 
 ROLE = "network"
 
@@ -54,12 +54,12 @@ def test_fabric_port_state(host, spec, probe, item):
         fail(f"RDMA device {item} does not exist", expected=f"{item} port ACTIVE/LINK_UP",
              found=f"devices: {', '.join(devices) or 'none'}",
              remediation=Remediation.RECONFIGURE if spec.fabric.soft_roce else Remediation.RESEAT_OR_REPLACE)
+    # judged by gpuctl.verdicts.judge_port_state, the rule `gpuctl analyze ibstat` applies
     down = [link for link in links if link.state != "ACTIVE" or link.physical_state != "LINK_UP"]
-    expect(not down, f"{item}: port " + ", ".join(f"{d.port} is {d.state}/{d.physical_state}" for d in down)
-           + (f" (netdev {down[0].netdev})" if down and down[0].netdev else ""),
-           expected="ACTIVE/LINK_UP", found=", ".join(f"{d.device}/{d.port} {d.state}/{d.physical_state}"
-                                                      for d in down),
-           remediation=Remediation.RESEAT_OR_REPLACE)
+    judge_verdicts([judge_port_state(link_as_ib_port(link), Subject(spec.node, port=f"{link.device}/{link.port}"),
+                                     "rdma link") for link in links],
+                   expected=lambda v: "ACTIVE/LINK_UP",
+                   found=lambda v: ", ".join(f"{d.device}/{d.port} {d.state}/{d.physical_state}" for d in down))
 
 
 @for_each(hca_items)

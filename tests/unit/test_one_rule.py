@@ -173,3 +173,37 @@ def test_preflight_judges_pcie_like_verify(width, gts, gen):
         v = pre[pre_check]
         preflight = ("fail", v.remediation) if v.status is Status.FAIL else ("pass", None)
         assert _verify(getattr(drv, verify_check), spec, result, "gpu2") == preflight, pre_check
+
+
+@pytest.mark.parametrize(("rdma", "ibstat"), [
+    (("ACTIVE", "LINK_UP"), ("Active", "LinkUp")),
+    (("DOWN", "DISABLED"), ("Down", "Disabled")),
+    (("DOWN", "POLLING"), ("Down", "Polling")),
+    (("INIT", "LINK_UP"), ("Initializing", "LinkUp")),
+])
+def test_verify_and_analyze_agree_on_a_port_state(rdma, ibstat):
+    """One port's state, as `rdma link` (verify's network.fabric_port_state) and ibstat (`gpuctl
+    analyze ibstat`) print it. Before, verify asked a reseat for every port not up; analyze asks
+    by the physical state (Disabled and an unactivated LinkUp are configuration)."""
+    import json
+
+    from gpuctl.catalog import load_sku
+    from gpuctl.parsers.ibstat import parse_ibstat
+    from gpuctl.verdicts import judge_ibstat
+
+    spec = inventory_spec("h100-8x4")
+    link = [{"ifindex": 1, "ifname": "mlx5_0", "port": 1, "state": rdma[0], "physical_state": rdma[1]}]
+    p = probe(spec, {"rdma -j link": json.dumps(link)})
+    try:
+        role("network").test_fabric_port_state(None, spec, p, "mlx5_0")
+        verify = ("pass", None)
+    except CheckFailure as exc:
+        verify = ("fail", exc.remediation)
+    text = fixture("ibstat/ibstat-cx7-ndr-ib-8port-active.txt")
+    head, rest = text.split("Port 1:", 1)
+    rest = rest.replace("State: Active", f"State: {ibstat[0]}", 1).replace("Physical state: LinkUp",
+                                                                          f"Physical state: {ibstat[1]}", 1)
+    port = next(v for v in judge_ibstat(parse_ibstat(head + "Port 1:" + rest), load_sku(spec.sku))
+                if v.subject.port == "mlx5_0/1")
+    analyze = ("fail", port.remediation) if port.status is Status.FAIL else ("pass", None)
+    assert verify == analyze
