@@ -69,7 +69,7 @@ from gpuctl.parsers.rdma import (
     rdma_command,
 )
 from gpuctl.parsers.storage import MdDetail, Mount, parse_mdadm_detail, parse_proc_mounts
-from gpuctl.parsers.systemd import UnitState, parse_systemctl_show
+from gpuctl.parsers.systemd import UnitState, parse_systemctl_show, unit_show_command
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.xid import XidResult, parse_xid_log
 from gpuctl.spec import NodeSpec
@@ -305,9 +305,7 @@ class Probe:
 
     def units(self) -> dict[str, UnitState]:
         def build() -> dict[str, UnitState]:
-            names = " ".join(shlex.quote(f"{s.name}.service") for s in self.spec.services)
-            out = self.output("services", "systemctl show --property=Id,LoadState,ActiveState,SubState,"
-                                          f"UnitFileState -- {names}", tool="systemctl")
+            out = self.output("services", unit_show_command(s.name for s in self.spec.services), tool="systemctl")
             return parse_systemctl_show(out.stdout)
         return self.parsed("units", build)
 

@@ -1,6 +1,6 @@
 """Network facts for the network role: the management interface, live links and addresses,
 RDMA devices with their GID tables (RoCE v2 GID index discovery), NIC QoS tooling,
-active firewalls and unit states.
+and active firewalls (unit states: `gpuctl.facts.system.ServiceStates`).
 
 Each fact's `process` calls a pure parser of `gpuctl.parsers.net` / `gpuctl.parsers.rdma`
 (the ones verify's probe uses too), unit-tested on recorded outputs.
@@ -83,23 +83,6 @@ class FirewallStatus(FactBase):
 
     def process(self, output: list[str]) -> FirewallState:
         return parse_firewall("\n".join(output))
-
-
-class UnitEnabledActive(FactBase):
-    """(`systemctl is-enabled`, `systemctl is-active`) of UNIT."""
-
-    def command(self, unit: str) -> str:
-        u = sh(unit)
-        return (f"echo \"$(systemctl is-enabled {u} 2>/dev/null || true) "
-                f"$(systemctl is-active {u} 2>/dev/null || true)\"")
-
-    @staticmethod
-    def default() -> tuple[str, str]:
-        return ("", "")
-
-    def process(self, output: list[str]) -> tuple[str, str]:
-        w = " ".join(output).split()
-        return (w[0] if w else "", w[1] if len(w) > 1 else "")
 
 
 class ModulesLoaded(FactBase):

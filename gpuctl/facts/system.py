@@ -9,7 +9,7 @@
   decides every file it writes from one command.
 - `BootInfo`: does the host boot through GRUB (and which flavour), the running kernel,
   the kernel it will boot next, and (RHEL) the default entry's arguments.
-- `ServiceStates(names)`: `systemctl is-enabled` / `is-active` per unit.
+- `ServiceStates(names)`: `systemctl show` of the units (`gpuctl.parsers.systemd`, as verify).
 - `CommandPaths(names)`: which of some programs exist (absolute paths allowed).
 """
 
@@ -24,7 +24,7 @@ from gpuctl.facts import marker, one_line
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 from gpuctl.parsers.files import FileState, parse_command_paths, parse_file_states
 from gpuctl.parsers.kernel import LoadedModule, parse_proc_modules, parse_sysctl_values, sysctl_path
-from gpuctl.parsers.systemd import ServiceState, parse_services
+from gpuctl.parsers.systemd import UnitState, parse_systemctl_show, unit_show_command
 from gpuctl.shellcmd import sh
 
 log = logging.getLogger(__name__)
@@ -101,18 +101,18 @@ class BootInfo(FactBase[BootState]):
 
 # ------------------------------------------------------------------ services
 
-class ServiceStates(FactBase[dict[str, ServiceState]]):
+class ServiceStates(FactBase[dict[str, UnitState]]):
+    """Load, active and unit-file state of each unit: the `systemctl show` verify reads too."""
+
     def command(self, names: tuple[str, ...]) -> str:
-        quoted = sh(*names)
-        return (marker("services") + f" for u in {quoted}; do printf '%s|%s|%s\\n' \"$u\" "
-                "\"$(systemctl is-enabled \"$u\" 2>/dev/null)\" \"$(systemctl is-active \"$u\" 2>/dev/null)\"; done")
+        return marker("services") + " " + unit_show_command(names) + " 2>/dev/null || true"
 
     @staticmethod
-    def default() -> dict[str, ServiceState]:
+    def default() -> dict[str, UnitState]:
         return {}
 
-    def process(self, output: list[str]) -> dict[str, ServiceState]:
-        return parse_services(output)
+    def process(self, output: list[str]) -> dict[str, UnitState]:
+        return parse_systemctl_show("\n".join(output))
 
 
 # ------------------------------------------------------------------ programs

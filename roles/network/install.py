@@ -29,9 +29,9 @@ from gpuctl.facts.network import (
     MgmtInterface,
     ModulesLoaded,
     RdmaPorts,
-    UnitEnabledActive,
 )
 from gpuctl.facts.storage import TextFile
+from gpuctl.facts.system import ServiceStates
 from gpuctl.operations import sh, template_env
 from gpuctl.parsers.rdma import roce_v2_ipv4_gid_index
 from gpuctl.spec import NodeSpec
@@ -155,8 +155,8 @@ def link_up(iface: Iface, command: str) -> Any:
 
 @operation()
 def unit_running(unit: str) -> Any:
-    enabled, active = host.get_fact(UnitEnabledActive, unit=unit)
-    if enabled == "enabled" and active == "active":
+    state = host.get_fact(ServiceStates, names=(unit,)).get(unit.removesuffix(".service"))
+    if state is not None and state.enabled == "enabled" and state.active == "active":
         host.noop(f"{unit} is enabled and active")
         return
     yield f"systemctl daemon-reload && {sh('systemctl', 'enable', '--now', unit)}"

@@ -21,7 +21,7 @@ from gpuctl.parsers.boot import parse_boot
 from gpuctl.parsers.files import parse_command_paths, parse_file_states
 from gpuctl.parsers.kernel import parse_proc_modules
 from gpuctl.parsers.packages import parse_dnf_modules, parse_dpkg, parse_rpm
-from gpuctl.parsers.systemd import parse_services
+from gpuctl.parsers.systemd import parse_systemctl_show
 
 # seen on a real H200 node (shared/reference/pyinfra-notes.md)
 H200_NVIDIA_LINE = "nvidia 14299136 - - Live 0x0000000000000000 (O)"
@@ -131,8 +131,11 @@ def test_files_services_commands():
     fs = parse_file_states(["a" * 64 + " 644 /etc/x y.conf", "missing - /etc/gone"])
     assert fs["/etc/x y.conf"].mode == "644" and fs["/etc/x y.conf"].exists
     assert not fs["/etc/gone"].exists
-    sv = parse_services(["nvidia-dcgm|enabled|active", "nvidia-persistenced||inactive", "bad"])
-    assert sv["nvidia-dcgm"].active == "active" and not sv["nvidia-persistenced"].exists
+    sv = parse_systemctl_show("Id=nvidia-dcgm.service\nLoadState=loaded\nActiveState=active\nSubState=running\n"
+                              "UnitFileState=enabled\n\nId=nvidia-persistenced.service\nLoadState=not-found\n"
+                              "ActiveState=inactive\nSubState=dead\nUnitFileState=\nbad\n")
+    assert sv["nvidia-dcgm"].active == "active" and sv["nvidia-dcgm"].enabled == "enabled"
+    assert sv["nvidia-dcgm"].exists and not sv["nvidia-persistenced"].exists
     assert parse_command_paths(["nvcc=", "/usr/bin/env=/usr/bin/env"]) == {"nvcc": None, "/usr/bin/env": "/usr/bin/env"}
 
 
