@@ -98,13 +98,17 @@ def judge_verdicts(verdicts: Sequence[Any], *, expected: Callable[[Any], str], f
                    subject: str = "") -> None:
     """Verify's side of a judgement shared with `gpuctl analyze` (a `gpuctl.verdicts` rule, so both
     reach one verdict on the same data): fail with the first failing verdict's message and
-    remediation, naming how many more failed; `expected`/`found` word a verdict for the report."""
+    remediation, naming how many more failed; `expected`/`found` word a verdict for the report.
+    Without a passing verdict (none, or only figures without a threshold) the check could not run."""
     failed = [v for v in verdicts if v.status == "fail"]
     if failed:
         first = failed[0]
         more = f" (and {len(failed) - 1} more: {', '.join(v.check for v in failed[1:])})" if len(failed) > 1 else ""
         fail(first.message + more, expected=expected(first), found=found(first), remediation=first.remediation,
              subject=subject)
+    if not any(v.status == "pass" for v in verdicts):
+        why = "; ".join(dict.fromkeys(v.message for v in verdicts)) or "no verdict"
+        raise CouldNotRun(f"nothing judged: {why}")  # nothing validated is never a pass
 
 
 def _role_components(role: str) -> list[str]:

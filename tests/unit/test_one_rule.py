@@ -207,3 +207,15 @@ def test_verify_and_analyze_agree_on_a_port_state(rdma, ibstat):
                 if v.subject.port == "mlx5_0/1")
     analyze = ("fail", port.remediation) if port.status is Status.FAIL else ("pass", None)
     assert verify == analyze
+
+
+def test_a_shared_judgement_with_nothing_judged_is_not_a_pass():
+    from gpuctl.checks.api import judge_verdicts
+    from gpuctl.checks.model import CouldNotRun
+    from gpuctl.verdicts import NODE, Verdict
+
+    with pytest.raises(CouldNotRun, match="nothing judged"):
+        judge_verdicts([], expected=str, found=str)
+    figure = Verdict("ib_port", Status.NO_THRESHOLD, NODE, None, 400, "Gb/s", "x", Remediation.NONE, "rate not printed")
+    with pytest.raises(CouldNotRun, match="rate not printed"):
+        judge_verdicts([figure], expected=str, found=str)
