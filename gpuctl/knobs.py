@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.boundary import NAME_MAX, SYSTEM_DIRS, control_character, path_problem, under
+from gpuctl.parsers.kernel import NVIDIA_MODULE_VERSION_FILE
 
 Sub = tuple[str | int, ...]  # the part of the field path below role_vars.<key>
 
@@ -233,7 +234,7 @@ INITRAMFS_COMMANDS: dict[str, tuple[str, ...]] = {
     "dracut -f --regenerate-all": ("dracut", "-f", "--regenerate-all"),
 }
 CONFIRM_COMMANDS: dict[str, tuple[str, ...]] = {
-    "cat /sys/module/nvidia/version": ("cat", "/sys/module/nvidia/version"),
+    f"cat {NVIDIA_MODULE_VERSION_FILE}": ("cat", NVIDIA_MODULE_VERSION_FILE),
 }
 LOGIN_PROBE_COMMANDS: dict[str, tuple[str, ...]] = {
     # run by the customer's login shell over SSH (a command line, by design): known lines only

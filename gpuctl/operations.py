@@ -31,9 +31,12 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
 from gpuctl.boundary import control_character
-from gpuctl.facts.packages import PackageSnapshot, normalize_evr
-from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
 from gpuctl.matrix import Package
+from gpuctl.parsers.boot import BootState
+from gpuctl.parsers.files import FileState
+from gpuctl.parsers.kernel import LoadedModule
+from gpuctl.parsers.packages import PackageSnapshot, normalize_evr
+from gpuctl.parsers.systemd import UnitState
 from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
 
@@ -300,11 +303,11 @@ def write_file(path: str, content: str | None, states: dict[str, FileState], mod
 # ------------------------------------------------------------------ services
 
 @operation()
-def ensure_services(names: Sequence[str], states: dict[str, ServiceState], enabled: bool = True,
+def ensure_services(names: Sequence[str], states: dict[str, UnitState], enabled: bool = True,
                     running: bool = True):
     """`systemctl enable` / `start` each unit that is not already so (one command)."""
-    to_enable = [n for n in names if enabled and states.get(n, ServiceState(n, "", "")).enabled != "enabled"]
-    to_start = [n for n in names if running and states.get(n, ServiceState(n, "", "")).active != "active"]
+    to_enable = [n for n in names if enabled and states.get(n, UnitState(n, "", "", "", "")).enabled != "enabled"]
+    to_start = [n for n in names if running and states.get(n, UnitState(n, "", "", "", "")).active != "active"]
     if not to_enable and not to_start:
         host.noop(", ".join(names) + " already enabled and running")
         return

@@ -17,8 +17,21 @@ from dataclasses import dataclass, field
 from gpuctl.catalog import load_health
 from gpuctl.errors import ParseError
 from gpuctl.inventory import LoadedInventory
+from gpuctl.parsers.ibstat import IbCa, IbPort, parse_sysfs_ports
+from gpuctl.parsers.kernel import parse_meminfo_kib
+from gpuctl.parsers.os_release import parse_os_release
 from gpuctl.spec import NodeSpec
-from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, judge_fact
+from gpuctl.verdicts import (
+    Remediation,
+    Status,
+    Subject,
+    Verdict,
+    could_not_run,
+    judge_fact,
+    judge_pcie_gen_max,
+    judge_pcie_width,
+    judge_port_rate,
+)
 
 # Each section starts with a line "### <name>"; the script never fails as a whole.
 PREFLIGHT_SCRIPT = r"""
@@ -58,8 +71,6 @@ _RHEL_LIKE = {"rhel", "rocky", "almalinux", "centos"}
 # "32.0_GT/s_PCIe" → 32.0 ; PCIe generation by transfer rate
 _GTS = re.compile(r"^(\d+(?:\.\d+)?)_GT/s")
 _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-# "400_Gb/sec_(4X_NDR)" → 400
-_RATE = re.compile(r"^(\d+)(?:\.\d+)?_Gb/sec")
 GPU_CLASS_PREFIX = "0x0302"  # 3D controller
 NVSWITCH_CLASS_PREFIX = "0x0680"  # bridge (NVSwitch)
 
@@ -76,16 +87,6 @@ class PciDevice:
 
 
 @dataclass(frozen=True)
-class IbPort:
-    hca: str
-    port: str
-    hca_type: str
-    link_layer: str
-    state: str
-    rate_gbps: int | None
-
-
-@dataclass(frozen=True)
 class NodeFacts:
     os_id: str
     os_version: str
@@ -95,7 +96,7 @@ class NodeFacts:
     mem_total_kib: int | None
     pci: tuple[PciDevice, ...]
     nvme: tuple[str, ...]
-    ib_ports: tuple[IbPort, ...]
+    ib_cas: tuple[IbCa, ...]  # sysfs read into `gpuctl.parsers.ibstat` (state in ibstat's words)
     sections: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -103,6 +104,10 @@ class NodeFacts:
         if self.os_id in _RHEL_LIKE and self.os_version.split(".")[0] == "9":
             return "rhel9"
         return _OS_FAMILY.get((self.os_id, self.os_version))
+
+    @property
+    def ib_ports(self) -> tuple[IbPort, ...]:
+        return tuple(p for ca in self.ib_cas for p in ca.ports)
 
     @property
     def gpus(self) -> tuple[PciDevice, ...]:
@@ -135,11 +140,8 @@ def parse_preflight(text: str) -> NodeFacts:
     if "end" not in sections:
         last = text.strip().splitlines()[-1] if text.strip() else "(no output)"
         raise ParseError(f"preflight output is incomplete (no '### end'); last line: {last!r}")
-    osr = dict(
-        line.split("=", 1) for line in sections.get("os-release", []) if "=" in line
-    )
-    os_id = osr.get("ID", "").strip('"')
-    os_version = osr.get("VERSION_ID", "").strip('"')
+    osr = parse_os_release(sections.get("os-release", []))
+    os_id, os_version = osr.get("ID", ""), osr.get("VERSION_ID", "")
     sb_line = " ".join(sections.get("secureboot", [])).strip()
     secure_boot: bool | None = None
     if sb_line.startswith("efivar "):
@@ -147,7 +149,10 @@ def parse_preflight(text: str) -> NodeFacts:
     elif sb_line == "legacy-bios":
         secure_boot = False
     df = "".join(sections.get("df-root", [])).strip()
-    mem = re.search(r"MemTotal:\s+(\d+)\s+kB", "\n".join(sections.get("meminfo", [])))
+    try:
+        mem_kib: int | None = parse_meminfo_kib("\n".join(sections.get("meminfo", [])))
+    except ParseError:
+        mem_kib = None
     pci = []
     for line in sections.get("pci", []):
         parts = line.split()
@@ -156,20 +161,12 @@ def parse_preflight(text: str) -> NodeFacts:
         bus, dev, cls, cur_s, cur_w, max_s, max_w = parts
         pci.append(PciDevice(bus, dev.lower().removeprefix("0x"), cls, _gen(cur_s), _int(cur_w), _gen(max_s),
                              _int(max_w)))
-    ports = []
-    for line in sections.get("infiniband", []):
-        parts = line.split()
-        if len(parts) != 6:
-            continue
-        hca, port, hca_type, layer, state, rate = parts
-        m = _RATE.match(rate)
-        ports.append(IbPort(hca, port, hca_type, layer, state.split(":", 1)[-1].strip("_"),
-                            int(m.group(1)) if m else None))
     return NodeFacts(
         os_id=os_id, os_version=os_version, kernel="".join(sections.get("kernel", [])).strip(),
         secure_boot=secure_boot, free_root_bytes=int(df) if df.isdigit() else None,
-        mem_total_kib=int(mem.group(1)) if mem else None, pci=tuple(pci),
-        nvme=tuple(x for x in sections.get("nvme", []) if x.strip()), ib_ports=tuple(ports),
+        mem_total_kib=mem_kib, pci=tuple(pci),
+        nvme=tuple(x for x in sections.get("nvme", []) if x.strip()),
+        ib_cas=parse_sysfs_ports(sections.get("infiniband", [])).cas,
         sections={k: "\n".join(v) for k, v in sections.items()},
     )
 
@@ -228,19 +225,8 @@ def judge_node(facts: NodeFacts, spec: NodeSpec, loaded: LoadedInventory) -> lis
                               expected=" or ".join(f"10de:{i}" for i in hw.gpu_pci_ids), subject=sub,
                               source=sku_src, remediation=Remediation.VENDOR_RMA,
                               message=f"PCI device 10de:{g.device_id} is not a {hw.gpu_model}"))
-        width_ok = g.current_width is not None and g.current_width >= hw.pcie_width
-        out.append(judge_fact("gpu_pcie_width", width_ok, value=f"x{g.current_width}",
-                              expected=f"x{hw.pcie_width}",
-                              subject=sub, source=sku_src, remediation=Remediation.RESEAT_OR_REPLACE,
-                              message=f"PCIe link trained at x{g.current_width}, expected x{hw.pcie_width}: "
-                                      "reseat the GPU/riser or check the slot"))
-        gen_ok = g.max_gen is not None and g.max_gen >= hw.pcie_generation
-        out.append(judge_fact("gpu_pcie_gen", gen_ok, value=f"Gen{g.max_gen}",
-                              expected=f"Gen{hw.pcie_generation}",
-                              subject=sub, source=sku_src, remediation=Remediation.RECONFIGURE,
-                              message=f"PCIe link capable of Gen{g.max_gen} only, expected "
-                                      f"Gen{hw.pcie_generation} (BIOS slot setting?); an idle GPU may show a "
-                                      "lower current speed, which is normal"))
+        out.append(judge_pcie_width(g.current_width, hw.pcie_width, sub, sku_src, check="gpu_pcie_width"))
+        out.append(judge_pcie_gen_max(g.max_gen, hw.pcie_generation, sub, sku_src, check="gpu_pcie_gen"))
     if hw.nvswitch:
         out.append(judge_fact("nvswitch_present", len(facts.nvswitches) > 0, value=len(facts.nvswitches),
                               expected=">= 1", subject=node, source=sku_src, remediation=Remediation.VENDOR_RMA,
@@ -256,19 +242,22 @@ def judge_node(facts: NodeFacts, spec: NodeSpec, loaded: LoadedInventory) -> lis
                                Remediation.NONE, f"{spec.node}: hca_count not applicable: Soft-RoCE devices are "
                                                  "created by the network role, not found before it"))
         else:
-            hcas = sorted({p.hca for p in facts.ib_ports})
+            hcas = sorted({p.ca for p in facts.ib_ports})
             out.append(judge_fact("hca_count", len(hcas) >= len(fab.ports), value=len(hcas),
                                   expected=len(fab.ports), subject=node, source=inv_src,
                                   remediation=Remediation.RESEAT_OR_REPLACE,
                                   message=f"{len(hcas)} RDMA device(s) ({', '.join(hcas) or 'none'}), "
                                           f"expected {len(fab.ports)}"))
+            ca_types = {ca.name: ca.ca_type for ca in facts.ib_cas}
             for p in facts.ib_ports:
-                sub = Subject(node=spec.node, port=f"{p.hca}/{p.port}")
-                out.append(judge_fact("hca_rate", p.rate_gbps == fab.rate_gbps, value=p.rate_gbps,
-                                      expected=fab.rate_gbps, unit="Gb/s", subject=sub, source=inv_src,
-                                      remediation=Remediation.RESEAT_OR_REPLACE,
-                                      message=f"port rate {p.rate_gbps} Gb/s, expected {fab.rate_gbps} Gb/s "
-                                              f"(cable, transceiver or switch port)"))
+                sub = Subject(node=spec.node, port=p.name)
+                if p.rate_gbps is None:
+                    out.append(judge_fact("hca_rate", False, value=None, expected=fab.rate_gbps, unit="Gb/s",
+                                          subject=sub, source=inv_src, remediation=Remediation.RESEAT_OR_REPLACE,
+                                          message=f"port rate unreadable, expected {fab.rate_gbps} Gb/s"))
+                elif fab.rate_gbps is not None:
+                    out.append(judge_port_rate(p.rate_gbps, fab.rate_gbps, sub, inv_src, ca_types.get(p.ca),
+                                               check="hca_rate"))
     return out
 
 

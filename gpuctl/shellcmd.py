@@ -3,7 +3,7 @@
 `sh(*argv)` quotes every word (`shlex.join`); `pipe`, `and_then` and `or_else` compose
 results of `sh` with literal operators, and the `QUIET`/`OR_TRUE` suffixes (which hold no
 data) are appended as text. Nothing else in roles/, gpuctl/bench, gpuctl/facts or
-gpuctl/lock.py quotes a value (tests/unit/test_one_quoting_place.py holds them to it).
+gpuctl/lock/ quotes a value (tests/unit/test_one_quoting_place.py holds them to it).
 This module imports nothing from gpuctl, so facts (which gpuctl.operations imports) can use it.
 """
 

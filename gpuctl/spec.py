@@ -20,6 +20,7 @@ from gpuctl.catalog import Threshold
 from gpuctl.errors import InputError
 from gpuctl.inventory import Inventory, LoadedInventory, Node
 from gpuctl.matrix import Package
+from gpuctl.parsers.nccl_env import exact_list
 from gpuctl.paths import catalog_dir
 from gpuctl.rules import check_matrix, failures
 from gpuctl.yamlsrc import load_yaml
@@ -325,9 +326,9 @@ def _nccl_conf(fabric: FabricSpec, vlans: tuple[VlanSpec, ...], mgmt_hint: str |
     conf: dict[str, str] = {}
     if fabric.type == "none":
         return conf
-    conf["NCCL_IB_HCA"] = ",".join(f"={p.hca}" for p in fabric.ports)
+    conf["NCCL_IB_HCA"] = exact_list(p.hca for p in fabric.ports)
     socket_if = [p.interface for p in fabric.ports if p.address] or [p.interface for p in fabric.ports]
-    conf["NCCL_SOCKET_IFNAME"] = ",".join(f"={i}" for i in socket_if)
+    conf["NCCL_SOCKET_IFNAME"] = exact_list(socket_if)
     if fabric.type == "roce":
         if isinstance(fabric.roce_gid_index, int):
             conf["NCCL_IB_GID_INDEX"] = str(fabric.roce_gid_index)

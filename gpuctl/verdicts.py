@@ -33,7 +33,7 @@ from gpuctl.parsers.nvlink import TOOL as NVLINK_TOOL
 from gpuctl.parsers.nvlink import NvlinkResult
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult
 from gpuctl.parsers.perftest import BwResult, LatResult
-from gpuctl.parsers.topo import PCIE_PATHS, TopoResult, path_rank
+from gpuctl.parsers.topo import PCIE_PATHS, TopoLink, TopoResult, path_rank
 from gpuctl.parsers.training import LauncherLog, TrainingFinal, TrainingResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
@@ -570,6 +570,19 @@ def judge_nccl_log(result: NcclLogResult, sku: Sku | None = None, subject: Subje
 TOPO_SOURCE = "nvidia-smi topo -m: a connection matrix is symmetric"
 
 
+def judge_nvlink_pair(link: TopoLink, sku: Sku, subject: Subject = NODE) -> Verdict:
+    """One GPU pair of `topo -m` against the SKU's NVLink bond (code, e.g. NV18): the one rule,
+    shared by `gpuctl analyze topo` and verify (nvidia_driver.nvlink_pair). No NVLink at all is
+    an RMA; fewer links a reseat. The SKU must have a topo code."""
+    code = sku.nvlink.topo_code
+    pair = Subject(subject.node, int(link.a[3:]), None, int(link.b[3:]))
+    rem = Remediation.VENDOR_RMA if link.nvlinks == 0 else Remediation.RESEAT_OR_REPLACE
+    why = "no NVLink at all (PCIe/SMP path)" if link.nvlinks == 0 else f"only {link.nvlinks} NVLinks"
+    return judge_fact("nvlink_pair", link.code == code, value=link.code, expected=code, subject=pair,
+                      source=sku.nvlink.source, remediation=rem,
+                      message=f"{link.a}↔{link.b} is {link.code}, expected {code}: {why}")
+
+
 def judge_topo(result: TopoResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     out = []
     asym = result.asymmetric_pairs()
@@ -584,26 +597,14 @@ def judge_topo(result: TopoResult, sku: Sku | None = None, subject: Subject = NO
                            "or widen the terminal)"))
     if sku is None:
         return out
-    out.append(judge_fact(
-        "gpu_count", len(result.gpus) == sku.gpu.count, value=len(result.gpus), expected=sku.gpu.count,
-        subject=subject, source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
-        message=f"{len(result.gpus)} GPUs in topo -m, the SKU {sku.name} has {sku.gpu.count}",
-    ))
+    out.append(judge_gpu_count(len(result.gpus), sku, subject, "in topo -m"))
     code = sku.nvlink.topo_code
     if code is None:
         out.append(Verdict("nvlink_topology", Status.NOT_APPLICABLE, subject, None, None, "", sku.nvlink.source,
                            Remediation.NONE, f"{subject.label()}: {sku.name} has no NVLink peers to check"))
         return out
     bad = result.unconnected_pairs(code)
-    for link in bad:
-        a, b = int(link.a[3:]), int(link.b[3:])
-        pair = Subject(subject.node, a, None, b)
-        rem = Remediation.VENDOR_RMA if link.nvlinks == 0 else Remediation.RESEAT_OR_REPLACE
-        why = "no NVLink at all (PCIe/SMP path)" if link.nvlinks == 0 else f"only {link.nvlinks} NVLinks"
-        out.append(judge_fact(
-            "nvlink_pair", False, value=link.code, expected=code, subject=pair, source=sku.nvlink.source,
-            remediation=rem, message=f"{link.a}↔{link.b} is {link.code}, expected {code}: {why}",
-        ))
+    out.extend(judge_nvlink_pair(link, sku, subject) for link in bad)
     if not bad:
         mesh = result.nvlink_full_mesh(code)
         out.append(judge_fact(
@@ -676,24 +677,7 @@ def _health_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Ver
                               subject=subject, source="gpuctl base role: nvidia-persistenced keeps the driver loaded",
                               remediation=Remediation.RECONFIGURE,
                               message="persistence mode is off (enable nvidia-persistenced)"))
-    for field_, label in (("ecc_volatile_uncorrectable", "volatile"), ("ecc_aggregate_uncorrectable", "aggregate")):
-        val = getattr(gpu, field_)
-        if val is not None:
-            lim = ecc.max_uncorrectable.value
-            if label == "aggregate" and val > lim and (remapped := _remapped_verdict(gpu, val, ecc, subject)):
-                out.append(remapped)
-                continue
-            out.append(judge_fact(field_, val <= lim, value=val, expected=lim, subject=subject,
-                                  source=ecc.max_uncorrectable.source,
-                                  remediation=Remediation.REBOOT if label == "volatile" else Remediation.VENDOR_RMA,
-                                  message=f"{val} uncorrectable ECC errors ({label}), limit {lim:g}"))
-    corrected = (("ecc_dram_correctable", ecc.max_dram_corrected), ("ecc_sram_correctable", ecc.max_sram_corrected))
-    for field_, fig in corrected:
-        val = getattr(gpu, field_)
-        if val is not None:
-            out.append(judge_fact(field_, val <= fig.value, value=val, expected=fig.value, subject=subject,
-                                  source=fig.source, remediation=Remediation.VENDOR_RMA,
-                                  message=f"{val} corrected ECC errors, limit {fig.value:g}"))
+    out.extend(judge_ecc_counts(gpu, ecc, subject))
     if gpu.sram_threshold_exceeded is not None and ecc.sram_threshold is not None:
         out.append(judge_fact("sram_threshold_exceeded", not gpu.sram_threshold_exceeded,
                               value=gpu.sram_threshold_exceeded, expected=False, subject=subject,
@@ -714,6 +698,32 @@ def _health_verdicts(gpu: GpuInfo, health: Health, subject: Subject) -> list[Ver
                               expected=False, subject=subject, source=ecc.max_uncorrectable.source,
                               remediation=Remediation.VENDOR_RMA,
                               message="row remapping failed: the GPU has run out of spare rows"))
+    return out
+
+
+def judge_ecc_counts(gpu: GpuInfo, ecc: EccLimits, subject: Subject) -> list[Verdict]:
+    """The one rule for a GPU's ECC error counts, shared by `gpuctl analyze` and verify
+    (nvidia_driver.gpu_ecc_errors): uncorrectable volatile → reboot; uncorrectable aggregate →
+    RMA unless its rows were remapped (`_remapped_verdict`); corrected DRAM/SRAM within limits."""
+    out = []
+    for field_, label in (("ecc_volatile_uncorrectable", "volatile"), ("ecc_aggregate_uncorrectable", "aggregate")):
+        val = getattr(gpu, field_)
+        if val is not None:
+            lim = ecc.max_uncorrectable.value
+            if label == "aggregate" and val > lim and (remapped := _remapped_verdict(gpu, val, ecc, subject)):
+                out.append(remapped)
+                continue
+            out.append(judge_fact(field_, val <= lim, value=val, expected=lim, subject=subject,
+                                  source=ecc.max_uncorrectable.source,
+                                  remediation=Remediation.REBOOT if label == "volatile" else Remediation.VENDOR_RMA,
+                                  message=f"{val} uncorrectable ECC errors ({label}), limit {lim:g}"))
+    corrected = (("ecc_dram_correctable", ecc.max_dram_corrected), ("ecc_sram_correctable", ecc.max_sram_corrected))
+    for field_, fig in corrected:
+        val = getattr(gpu, field_)
+        if val is not None:
+            out.append(judge_fact(field_, val <= fig.value, value=val, expected=fig.value, subject=subject,
+                                  source=fig.source, remediation=Remediation.VENDOR_RMA,
+                                  message=f"{val} corrected ECC errors, limit {fig.value:g}"))
     return out
 
 
@@ -871,6 +881,61 @@ def judge_fabric(gpus: Sequence[GpuInfo], sku: Sku | None = None, subject: Subje
     return out
 
 
+def judge_gpu_against_sku(gpu: GpuInfo, sku: Sku, subject: Subject) -> list[Verdict]:
+    """One GPU against its SKU: model, memory, PCIe generation (max; a lower current one only
+    warns) and current width. The one rule for these facts, shared by `gpuctl analyze` and
+    verify (nvidia_driver.gpu_model, gpu_memory, gpu_pcie_gen, gpu_pcie_width)."""
+    out: list[Verdict] = []
+    s = subject
+    if gpu.name is not None:
+        out.append(judge_fact("gpu_model", gpu.name == sku.gpu.model, value=gpu.name, expected=sku.gpu.model,
+                              subject=s, source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
+                              message=f"model {gpu.name!r}, expected {sku.gpu.model!r}"))
+    if gpu.memory_total_mib is not None:
+        out.append(judge_fact("memory_total_mib", gpu.memory_total_mib >= sku.gpu.memory_mib,
+                              value=gpu.memory_total_mib, expected=sku.gpu.memory_mib, unit="MiB", subject=s,
+                              source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
+                              message=f"{gpu.memory_total_mib} MiB of GPU memory, expected {sku.gpu.memory_mib}"))
+    pcie = sku.pcie
+    if gpu.pcie_gen_max is not None:
+        out.append(judge_pcie_gen_max(gpu.pcie_gen_max, pcie.generation, s, pcie.source))
+    if gpu.pcie_gen_current is not None:
+        out.append(judge_fact("pcie_gen_current", gpu.pcie_gen_current >= pcie.generation,
+                              value=gpu.pcie_gen_current, expected=pcie.generation, subject=s,
+                              source=pcie.source, remediation=Remediation.RERUN, warn_only=True,
+                              message=f"running at PCIe Gen{gpu.pcie_gen_current}, expected Gen{pcie.generation}"
+                                      " (idle power saving? rerun under load)"))
+    if gpu.pcie_width_current is not None:
+        out.append(judge_pcie_width(gpu.pcie_width_current, pcie.width, s, pcie.source))
+    return out
+
+
+def judge_pcie_width(current: int | None, expected: int, subject: Subject, source: str,
+                     check: str = "pcie_width") -> Verdict:
+    """A GPU's current PCIe link width against the SKU's: fewer lanes is a seating, riser or slot
+    fault. The one rule for analyze, verify (gpu_pcie_width) and preflight (from sysfs)."""
+    return judge_fact(check, current is not None and current >= expected, value=current, expected=expected,
+                      unit="lanes", subject=subject, source=source, remediation=Remediation.RESEAT_OR_REPLACE,
+                      message=f"PCIe link trained at x{current}, expected x{expected}")
+
+
+def judge_pcie_gen_max(gen_max: int | None, expected: int, subject: Subject, source: str,
+                       check: str = "pcie_gen_max") -> Verdict:
+    """The generation a GPU's PCIe link is capable of against the SKU's (the current one drops at
+    idle and is not judged here): the one rule for analyze, verify (gpu_pcie_gen) and preflight."""
+    return judge_fact(check, gen_max is not None and gen_max >= expected, value=gen_max, expected=expected,
+                      subject=subject, source=source, remediation=Remediation.RECONFIGURE,
+                      message=f"link capable of PCIe Gen{gen_max} only, expected Gen{expected} "
+                              "(BIOS slot setting or riser)")
+
+
+def judge_gpu_count(count: int, sku: Sku, subject: Subject, where: str = "visible") -> Verdict:
+    """The number of GPUs the node shows against its SKU (analyze's nvidia-smi and topo -m, verify's gpu_count)."""
+    return judge_fact("gpu_count", count == sku.gpu.count, value=count, expected=sku.gpu.count, subject=subject,
+                      source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
+                      message=f"{count} GPUs {where}, the SKU {sku.name} has {sku.gpu.count}")
+
+
 def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """ECC, retired pages and row remapping against `load_health()` always; with a SKU,
     GPU count, model, memory and PCIe generation/width, each naming GPU and bus id.
@@ -884,10 +949,7 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
         # the GPUs it does not show are not judged (nor counted); the ones it shows are
         out.append(partial_paste(f"nvidia-smi -{result.format}", result.partial, subject))
     elif sku is not None:
-        n = len(result.gpus)
-        out.append(judge_fact("gpu_count", n == sku.gpu.count, value=n, expected=sku.gpu.count, subject=subject,
-                              source=sku.gpu.source, remediation=Remediation.RESEAT_OR_REPLACE,
-                              message=f"{n} GPUs visible, the SKU {sku.name} has {sku.gpu.count}"))
+        out.append(judge_gpu_count(len(result.gpus), sku, subject))
     out.extend(judge_fabric(result.gpus, sku, subject))
     for gpu in result.gpus:
         s = _gpu_subject(gpu, subject)
@@ -896,33 +958,7 @@ def judge_nvidia_smi(result: NvidiaSmiResult, sku: Sku | None = None, subject: S
         if sku is None:
             out.extend(_link_verdicts(gpu, health, s))
             continue
-        if gpu.name is not None:
-            out.append(judge_fact("gpu_model", gpu.name == sku.gpu.model, value=gpu.name, expected=sku.gpu.model,
-                                  subject=s, source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
-                                  message=f"model {gpu.name!r}, expected {sku.gpu.model!r}"))
-        if gpu.memory_total_mib is not None:
-            out.append(judge_fact("memory_total_mib", gpu.memory_total_mib >= sku.gpu.memory_mib,
-                                  value=gpu.memory_total_mib, expected=sku.gpu.memory_mib, unit="MiB", subject=s,
-                                  source=sku.gpu.source, remediation=Remediation.VENDOR_RMA,
-                                  message=f"{gpu.memory_total_mib} MiB of GPU memory, expected {sku.gpu.memory_mib}"))
-        pcie = sku.pcie
-        if gpu.pcie_gen_max is not None:
-            out.append(judge_fact("pcie_gen_max", gpu.pcie_gen_max >= pcie.generation, value=gpu.pcie_gen_max,
-                                  expected=pcie.generation, subject=s, source=pcie.source,
-                                  remediation=Remediation.RECONFIGURE,
-                                  message=f"link capable of PCIe Gen{gpu.pcie_gen_max} only, expected "
-                                          f"Gen{pcie.generation} (BIOS slot setting or riser)"))
-        if gpu.pcie_gen_current is not None:
-            out.append(judge_fact("pcie_gen_current", gpu.pcie_gen_current >= pcie.generation,
-                                  value=gpu.pcie_gen_current, expected=pcie.generation, subject=s,
-                                  source=pcie.source, remediation=Remediation.RERUN, warn_only=True,
-                                  message=f"running at PCIe Gen{gpu.pcie_gen_current}, expected Gen{pcie.generation}"
-                                          " (idle power saving? rerun under load)"))
-        if gpu.pcie_width_current is not None:
-            out.append(judge_fact("pcie_width", gpu.pcie_width_current >= pcie.width, value=gpu.pcie_width_current,
-                                  expected=pcie.width, unit="lanes", subject=s, source=pcie.source,
-                                  remediation=Remediation.RESEAT_OR_REPLACE,
-                                  message=f"PCIe link trained at x{gpu.pcie_width_current}, expected x{pcie.width}"))
+        out.extend(judge_gpu_against_sku(gpu, sku, s))
     return out
 
 
@@ -1058,21 +1094,14 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
     for p in chosen:
         s = Subject(subject.node, port=p.name)
         if not p.active:
-            rem, why = _port_down_cause(p)
-            out.append(judge_fact("ib_port", False, value=f"{p.state}/{p.physical_state}", expected="Active/LinkUp",
-                                  subject=s, source=source, remediation=rem,
-                                  message=f"port {p.state}/{p.physical_state}: {why}"))
+            out.append(judge_port_state(p, s, source))
         elif p.rate_gbps is None:
             good += 1
             out.append(Verdict("ib_port", Status.NO_THRESHOLD, s, None, rate, "Gb/s", source, Remediation.NONE,
                                f"{s.label()}: Active, rate not printed (ibv_devinfo without -v): state judged, "
                                f"the {rate:g} Gb/s rate not"))
         elif p.rate_gbps < rate:
-            why, why_source = _slow_port_cause(ca_types.get(p.ca), rate)
-            out.append(judge_fact("ib_port", False, value=p.rate_gbps, expected=rate, unit="Gb/s", subject=s,
-                                  source="; ".join(x for x in (source, why_source) if x),
-                                  remediation=Remediation.RESEAT_OR_REPLACE,
-                                  message=f"Active at {p.rate_gbps:g} Gb/s, expected {rate:g} Gb/s ({why})"))
+            out.append(judge_port_rate(p.rate_gbps, rate, s, source, ca_types.get(p.ca)))
         elif p.link_layer not in (layer, "unknown"):
             out.append(judge_fact("ib_port", False, value=p.link_layer, expected=layer, subject=s, source=source,
                                   remediation=Remediation.RECONFIGURE,
@@ -1093,6 +1122,21 @@ def judge_ibstat(result: IbstatResult, sku: Sku | None = None, subject: Subject 
     return out
 
 
+def judge_port_rate(rate_gbps: float, expected: float, subject: Subject, source: str, ca_type: str | None = None,
+                    check: str = "ib_port") -> Verdict:
+    """An RDMA port's rate against the fabric's (SKU or inventory): at least the expected rate
+    passes; below it is a degraded link, or the wrong adapter model where the adapter cannot
+    go faster (`_slow_port_cause`). The one rule for `gpuctl analyze ibstat`, verify
+    (network.fabric_port_rate) and preflight (hca_rate)."""
+    if rate_gbps >= expected:
+        return judge_fact(check, True, value=rate_gbps, expected=expected, unit="Gb/s", subject=subject,
+                          source=source, remediation=Remediation.NONE, message="")
+    why, why_source = _slow_port_cause(ca_type, expected)
+    return judge_fact(check, False, value=rate_gbps, expected=expected, unit="Gb/s", subject=subject,
+                      source="; ".join(x for x in (source, why_source) if x), remediation=Remediation.RESEAT_OR_REPLACE,
+                      message=f"port rate {rate_gbps:g} Gb/s, expected {expected:g} Gb/s ({why})")
+
+
 def _slow_port_cause(ca_type: str | None, rate: float) -> tuple[str, str]:
     """Why an Active port runs below `rate`, and the source of that reason: the adapter
     model itself when its fastest rate (health.yaml `hca_max_rate_gbps`) is below
@@ -1102,6 +1146,19 @@ def _slow_port_cause(ca_type: str | None, rate: float) -> tuple[str, str]:
     if adapters and cap is not None and cap < rate:
         return f"adapter {ca_type} tops out at {cap:g} Gb/s: wrong adapter model, not a cable fault", adapters.source
     return "degraded link: cable or transceiver", ""
+
+
+def judge_port_state(port: IbPort, subject: Subject, source: str, check: str = "ib_port") -> Verdict:
+    """An RDMA port must be Active/LinkUp; what one that is not needs comes from its physical
+    state (`_port_down_cause`). The one rule for `gpuctl analyze ibstat` and verify
+    (network.fabric_port_state, on `rdma link` read into ibstat's words)."""
+    value = f"{port.state}/{port.physical_state}"
+    if port.active:
+        return judge_fact(check, True, value=value, expected="Active/LinkUp", subject=subject, source=source,
+                          remediation=Remediation.NONE, message="")
+    rem, why = _port_down_cause(port)
+    return judge_fact(check, False, value=value, expected="Active/LinkUp", subject=subject, source=source,
+                      remediation=rem, message=f"port {value}: {why}")
 
 
 def _port_down_cause(port: IbPort) -> tuple[Remediation, str]:

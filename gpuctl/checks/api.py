@@ -39,6 +39,7 @@ __all__ = [
     "fail",
     "for_each",
     "judge_health",
+    "judge_verdicts",
     "modules_of",
     "packages_of",
     "services_of",
@@ -93,6 +94,23 @@ def judge_health(findings: Sequence[Any]) -> None:
         pytest.skip(f"not judged: {why}")
 
 
+def judge_verdicts(verdicts: Sequence[Any], *, expected: Callable[[Any], str], found: Callable[[Any], str],
+                   subject: str = "") -> None:
+    """Verify's side of a judgement shared with `gpuctl analyze` (a `gpuctl.verdicts` rule, so both
+    reach one verdict on the same data): fail with the first failing verdict's message and
+    remediation, naming how many more failed; `expected`/`found` word a verdict for the report.
+    Without a passing verdict (none, or only figures without a threshold) the check could not run."""
+    failed = [v for v in verdicts if v.status == "fail"]
+    if failed:
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more: {', '.join(v.check for v in failed[1:])})" if len(failed) > 1 else ""
+        fail(first.message + more, expected=expected(first), found=found(first), remediation=first.remediation,
+             subject=subject)
+    if not any(v.status == "pass" for v in verdicts):
+        why = "; ".join(dict.fromkeys(v.message for v in verdicts)) or "no verdict"
+        raise CouldNotRun(f"nothing judged: {why}")  # nothing validated is never a pass
+
+
 def _role_components(role: str) -> list[str]:
     return [c for c, r in COMPONENT_ROLE.items() if r == role]
 
@@ -128,14 +146,13 @@ def _package(spec: NodeSpec, name: str) -> tuple[str, str]:
 def check_package_pinned(spec: NodeSpec, probe: Probe, name: str) -> None:
     """Installed at exactly the pinned version (epoch included)."""
     component, version = _package(spec, name)
-    installed = probe.packages().get(name)
+    snap = probe.packages()
+    installed = snap.version(name)
     expected = f"{name} {version} installed ({spec.matrix} {component})"
-    if installed is None or not installed.installed:
-        fail(f"{name} is not installed", expected=expected,
-             found="not installed" if installed is None else f"dpkg status {installed.status!r}",
-             remediation=Remediation.RECONFIGURE)
-    expect(installed.version == version, f"{name} is at {installed.version}, the matrix pins {version}",
-           expected=expected, found=f"{name} {installed.version}", remediation=Remediation.RECONFIGURE)
+    if installed is None:
+        fail(f"{name} is not installed", expected=expected, found="not installed", remediation=Remediation.RECONFIGURE)
+    expect(snap.has(name, version), f"{name} is at {installed}, the matrix pins {version}",
+           expected=expected, found=f"{name} {installed}", remediation=Remediation.RECONFIGURE)
 
 
 def check_package_held(spec: NodeSpec, probe: Probe, name: str) -> None:

@@ -3,7 +3,7 @@
 A `Probe` wraps one testinfra host and the host's NodeSpec. Every accessor runs its
 command on first use, keeps the output for every later check (one `nvidia-smi -q -x`
 per host, read by all GPU checks), writes the raw text under the raw directory for the
-run record, and parses it with `gpuctl.parsers` or `gpuctl.checks.outputs`.
+run record, and parses it with `gpuctl.parsers` (the parsers provisioning and the lock use too).
 
 A command that cannot be run (SSH failure, command missing, timeout, unreadable
 output) raises `CouldNotRun`; once SSH has failed for a host, every later command on it
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
+from gpuctl.parsers.files import parse_tail_bundle
 from gpuctl.parsers.health import (
     AER_KINDS,
     REASON_PREFIXES,
@@ -36,7 +37,18 @@ from gpuctl.parsers.health import (
 )
 from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
+from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
+from gpuctl.parsers.kernel import (
+    NVIDIA_DRIVER_VERSION_FILE,
+    NVIDIA_MODULE_VERSION_FILE,
+    LoadedModule,
+    loaded_nvidia_version,
+    parse_meminfo_kib,
+    parse_proc_modules,
+    sysctl_path,
+)
 from gpuctl.parsers.lspci import LspciResult, parse_lspci
+from gpuctl.parsers.net import Interface, parse_ip_addr
 from gpuctl.parsers.nvidia_smi import (
     DriverLibraryMismatch,
     DriverNotLoaded,
@@ -48,11 +60,20 @@ from gpuctl.parsers.nvidia_smi import (
     parse_nvidia_smi_xml,
 )
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult, parse_nvlink_errors
+from gpuctl.parsers.packages import DPKG_QUERY, RPM_QUERY, PackageSnapshot, parse_dpkg, parse_rpm
+from gpuctl.parsers.rdma import (
+    RdmaLink,
+    RdmaState,
+    parse_rdma,
+    parse_rdma_link_json,
+    rdma_command,
+)
+from gpuctl.parsers.storage import MdDetail, Mount, parse_mdadm_detail, parse_proc_mounts
+from gpuctl.parsers.systemd import UnitState, parse_systemctl_show, unit_show_command
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.xid import XidResult, parse_xid_log
 from gpuctl.spec import NodeSpec
 
-from . import outputs
 from .model import CouldNotRun, Remediation
 
 log = logging.getLogger(__name__)
@@ -62,7 +83,7 @@ NCCL_CONF = "/etc/nccl.conf"
 # Files read in one `tail -n +1` bundle (plus per-spec ones: sysctl, keyring, …).
 STATIC_FILES: tuple[str, ...] = (
     "/proc/modules", "/proc/meminfo", "/proc/cmdline", "/proc/mounts", "/proc/mdstat",
-    "/sys/module/nvidia/version", "/proc/driver/nvidia/version", NCCL_CONF,
+    NVIDIA_MODULE_VERSION_FILE, NVIDIA_DRIVER_VERSION_FILE, NCCL_CONF,
 )
 # Shell globs expanded on the host, read in the same bundle.
 STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.list.d/*")
@@ -116,10 +137,6 @@ class Output:
     stdout: str
     stderr: str
     seconds: float
-
-
-def sysctl_path(key: str) -> str:
-    return "/proc/sys/" + key.replace(".", "/")
 
 
 # Exit status the wrapper gives a remote command that itself exited 255, so that 255
@@ -249,7 +266,7 @@ class Probe:
             cmd = "tail -n +1 -- " + " ".join(shlex.quote(p) for p in self.file_paths()) + " " + \
                   " ".join(STATIC_GLOBS)
             out = self.output("files", cmd, ok_rc=(0, 1))
-            return outputs.parse_tail_bundle(out.stdout, out.stderr)
+            return parse_tail_bundle(out.stdout, out.stderr)
         return self.parsed("files", build)
 
     def file(self, path: str) -> str | None:
@@ -270,45 +287,34 @@ class Probe:
 
     # ------------------------------------------------------------ packages, services, modules
 
-    def packages(self) -> dict[str, outputs.InstalledPackage]:
-        def build() -> dict[str, outputs.InstalledPackage]:
+    def packages(self) -> PackageSnapshot:
+        """Installed packages with their holds: the provisioning fact's own listing and parser
+        (`gpuctl.parsers.packages`), so verify and install read one snapshot the same way."""
+        def build() -> PackageSnapshot:
             if self.spec.package_manager == "apt":
-                out = self.output("packages", "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'",
-                                  tool="dpkg-query")
-                return outputs.parse_dpkg_query(out.stdout)
-            out = self.output("packages", "rpm -qa --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n'", tool="rpm")
-            return outputs.parse_rpm_query(out.stdout)
+                return parse_dpkg(self.output("packages", DPKG_QUERY, tool="dpkg-query").stdout.splitlines())
+            return parse_rpm(self.output("packages", RPM_QUERY, tool="rpm").stdout.splitlines())
         return self.parsed("packages", build)
 
     def holds(self) -> set[str]:
-        def build() -> set[str]:
-            if self.spec.package_manager == "apt":
-                out = self.output("holds", "apt-mark showhold", tool="apt-mark")
-            else:
-                out = self.output("holds", "dnf versionlock list -q", tool="dnf")
-            return outputs.parse_holds(out.stdout, self.spec.package_manager)
-        return self.parsed("holds", build)
+        """Names held against upgrades: apt-mark hold (dpkg's 'hold' selection), dnf versionlock."""
+        snap = self.packages()
+        if snap.manager == "dnf":
+            return snap.locked_names()
+        return {name for name, p in snap.packages.items() if p.held}
 
-    def units(self) -> dict[str, outputs.UnitState]:
-        def build() -> dict[str, outputs.UnitState]:
-            names = " ".join(shlex.quote(f"{s.name}.service") for s in self.spec.services)
-            out = self.output("services", "systemctl show --property=Id,LoadState,ActiveState,SubState,"
-                                          f"UnitFileState -- {names}", tool="systemctl")
-            return outputs.parse_systemctl_show(out.stdout)
+    def units(self) -> dict[str, UnitState]:
+        def build() -> dict[str, UnitState]:
+            out = self.output("services", unit_show_command(s.name for s in self.spec.services), tool="systemctl")
+            return parse_systemctl_show(out.stdout)
         return self.parsed("units", build)
 
-    def modules(self) -> dict[str, outputs.LoadedModule]:
-        return self.parsed("modules", lambda: outputs.parse_proc_modules(self.require_file("/proc/modules")))
+    def modules(self) -> dict[str, LoadedModule]:
+        return self.parsed("modules", lambda: parse_proc_modules(self.require_file("/proc/modules")))
 
     def kernel_module_version(self) -> tuple[str | None, str]:
         """The loaded nvidia kernel module's version and where it was read."""
-        sys_version = self.file("/sys/module/nvidia/version")
-        if sys_version and sys_version.strip():
-            return sys_version.strip(), "/sys/module/nvidia/version"
-        proc = self.file("/proc/driver/nvidia/version")
-        if proc:
-            return outputs.parse_proc_driver_version(proc), "/proc/driver/nvidia/version"
-        return None, "/sys/module/nvidia/version"
+        return loaded_nvidia_version(self.file(NVIDIA_MODULE_VERSION_FILE), self.file(NVIDIA_DRIVER_VERSION_FILE))
 
     # ------------------------------------------------------------ GPUs
 
@@ -415,7 +421,7 @@ class Probe:
     def pci_sysfs(self) -> PciSysfs:
         """sysfs of the GPUs' and NICs' PCI functions (class, vendor, numa_node, AER counters) and
         of the RDMA devices (PCI function, fw_ver, port error counters): one command."""
-        return self.parsed("pci_sysfs", lambda: parse_pci_sysfs(outputs.parse_tail_bundle(
+        return self.parsed("pci_sysfs", lambda: parse_pci_sysfs(parse_tail_bundle(
             self.output("health-sysfs", health_sysfs_script(), ok_rc=(0,)).stdout)[0]))
 
     def pcie_acs(self) -> LspciResult:
@@ -425,40 +431,37 @@ class Probe:
 
     # ------------------------------------------------------------ fabric, network
 
-    def interfaces(self) -> dict[str, outputs.Interface]:
-        return self.parsed("interfaces", lambda: outputs.parse_ip_addr_json(
+    def interfaces(self) -> dict[str, Interface]:
+        return self.parsed("interfaces", lambda: parse_ip_addr(
             self.output("ip-addr", "ip -j -d addr show", tool="ip").stdout))
 
-    def rdma_links(self) -> dict[str, outputs.RdmaLink]:
-        return self.parsed("rdma_links", lambda: outputs.parse_rdma_link_json(
+    def rdma_links(self) -> dict[str, RdmaLink]:
+        return self.parsed("rdma_links", lambda: parse_rdma_link_json(
             self.output("rdma-link", "rdma -j link show", tool="rdma").stdout))
 
-    def verbs_ports(self) -> dict[str, outputs.VerbsPort]:
-        return self.parsed("verbs_ports", lambda: outputs.parse_ibv_devinfo(
+    def verbs_ports(self) -> IbstatResult:
+        """`ibv_devinfo`, read into ibstat's types (`gpuctl.parsers.ibv_devinfo`, as `gpuctl analyze`)."""
+        return self.parsed("verbs_ports", lambda: parse_ibv_devinfo(
             self.output("ibv-devinfo", "ibv_devinfo", tool="ibv_devinfo").stdout))
 
     def ibstat(self) -> IbstatResult:
         return self.parsed("ibstat", lambda: parse_ibstat(self.output("ibstat", "ibstat", tool="ibstat").stdout))
 
-    def gids(self) -> dict[str, list[outputs.Gid]]:
-        def build() -> dict[str, list[outputs.Gid]]:
-            globs = " ".join(f"/sys/class/infiniband/{shlex.quote(p.hca)}/ports/*/gids/* "
-                             f"/sys/class/infiniband/{shlex.quote(p.hca)}/ports/*/gid_attrs/types/*"
-                             for p in self.spec.fabric.ports)
-            out = self.output("roce-gids", f"tail -n +1 -- {globs}", ok_rc=(0, 1))
-            files, _ = outputs.parse_tail_bundle(out.stdout, out.stderr)
-            return outputs.parse_gid_bundle(files)
-        return self.parsed("gids", build)
+    def gids(self) -> RdmaState:
+        """The fabric ports' RDMA devices with their GID tables: the network role's own reading
+        (`gpuctl.parsers.rdma.rdma_command`), so install and verify find the same RoCE v2 GID."""
+        return self.parsed("gids", lambda: parse_rdma(self.output(
+            "roce-gids", rdma_command([(p.hca, p.interface) for p in self.spec.fabric.ports])).stdout))
 
     # ------------------------------------------------------------ storage, memory
 
-    def md_detail(self) -> outputs.MdDetail | None:
+    def md_detail(self) -> MdDetail | None:
         """`mdadm --detail` of the spec's array; None when the array does not exist."""
         raid = self.spec.raid
         assert raid is not None
         name = shlex.quote(raid.name)
 
-        def build() -> outputs.MdDetail | None:
+        def build() -> MdDetail | None:
             out = self.output("mdadm-detail", f"if [ -e /dev/md/{name} ]; then mdadm --detail /dev/md/{name}; "
                                               f"elif [ -e /dev/{name} ]; then mdadm --detail /dev/{name}; "
                                               "else echo 'no such md device'; exit 3; fi",
@@ -467,14 +470,14 @@ class Probe:
                 return None
             if out.rc != 0:
                 raise CouldNotRun(f"mdadm --detail exited {out.rc}: {out.stderr.strip() or out.stdout.strip()}")
-            return outputs.parse_mdadm_detail(out.stdout)
+            return parse_mdadm_detail(out.stdout)
         return self.parsed("md_detail", build)
 
-    def mounts(self) -> dict[str, outputs.Mount]:
-        return self.parsed("mounts", lambda: outputs.parse_proc_mounts(self.require_file("/proc/mounts")))
+    def mounts(self) -> dict[str, Mount]:
+        return self.parsed("mounts", lambda: parse_proc_mounts(self.require_file("/proc/mounts")))
 
     def memory_kib(self) -> int:
-        return self.parsed("meminfo", lambda: outputs.parse_meminfo_kib(self.require_file("/proc/meminfo")))
+        return self.parsed("meminfo", lambda: parse_meminfo_kib(self.require_file("/proc/meminfo")))
 
     # ------------------------------------------------------------ prefetch
 
@@ -484,7 +487,7 @@ class Probe:
         steps = [("files", self.files)]
         if wanted & {"nvidia_driver", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm", "ofed", "gds",
                      "lustre_client"}:
-            steps += [("packages", self.packages), ("holds", self.holds)]
+            steps.append(("packages", self.packages))
         if self.spec.services:
             steps.append(("units", self.units))
         if "nvidia_driver" in wanted:

@@ -4,7 +4,8 @@ kernel the node will boot next.
 `NvidiaModule` answers, in one command, the two questions the nvidia_driver role asks
 at execution time (after the packages changed in the same run):
 
-- loaded: ``/sys/module/nvidia/version`` (absent when no nvidia module is loaded);
+- loaded: ``/sys/module/nvidia/version`` (absent when no nvidia module is loaded), read
+  by `gpuctl.parsers.kernel.loaded_nvidia_version` as verify and the lock read it;
 - installed for the boot kernel: ``modinfo -k <kver> -F version nvidia``, where kver is
   the kernel the next boot uses (GRUB's default on RHEL via grubby, the newest
   ``/boot/vmlinuz-*`` on Debian/Ubuntu with GRUB, the running kernel on hosts that do
@@ -22,6 +23,7 @@ from pyinfra.api import FactBase
 from gpuctl.facts import marker, one_line
 from gpuctl.parsers._common import key_values
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
+from gpuctl.parsers.kernel import NVIDIA_MODULE_VERSION_FILE, loaded_nvidia_version
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ def parse_nvidia_module(lines: list[str]) -> NvidiaModuleState:
     kv = key_values(lines)
     return NvidiaModuleState(
         boot=parse_boot(lines),
-        loaded_version=kv.get("loaded") or None,
+        loaded_version=loaded_nvidia_version(kv.get("loaded"))[0],
         installed_version=kv.get("installed") or None,
     )
 
@@ -51,7 +53,7 @@ class NvidiaModule(FactBase[NvidiaModuleState]):
 
     def command(self) -> str:
         return (marker("nvidia-module") + " " + one_line(BOOT_SCRIPT)
-                + "; echo \"loaded=$(cat /sys/module/nvidia/version 2>/dev/null)\""
+                + f"; echo \"loaded=$(cat {NVIDIA_MODULE_VERSION_FILE} 2>/dev/null)\""
                 + "; echo \"installed=$(modinfo -k \"$boot\" -F version nvidia 2>/dev/null)\"")
 
     @staticmethod

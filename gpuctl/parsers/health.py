@@ -6,7 +6,7 @@
 - `parse_pci_sysfs`: the sysfs files of the GPUs' and NICs' PCI functions and of the RDMA devices
   (`class`, `vendor`, `numa_node`, `aer_dev_{fatal,nonfatal,correctable}`, `fw_ver`, the port error
   counters the caller asked for: `gpuctl.checks.probe.health_sysfs_script`), as {path: text} (the
-  `tail -n +1` bundle, split by `gpuctl.checks.outputs`).
+  `tail -n +1` bundle, split by `gpuctl.parsers.files`).
 
 `lspci -vvv` (ACS) is read by `gpuctl.parsers.lspci`, the Fabric section by `gpuctl.parsers.nvidia_smi`.
 

@@ -126,3 +126,34 @@ def parse_ibstat(text: str) -> IbstatResult:
             ports=tuple(_build_port(name, n, pkv) for n, pkv in ports),
         ))
     return IbstatResult(tuple(out))
+
+
+# ---------------------------------------------------------------- sysfs (preflight)
+
+# /sys/class/infiniband/<dev>/ports/<n>/state: "4: ACTIVE" → ibstat's word
+_SYSFS_STATE = {"ACTIVE": "Active", "DOWN": "Down", "INIT": "Initializing", "ARMED": "Armed",
+                "ACTIVE_DEFER": "ActiveDefer", "NOP": "Nop"}
+# "400 Gb/sec (4X NDR)" (spaces made '_' by the script) → 400
+_SYSFS_RATE = re.compile(r"^(\d+(?:\.\d+)?)_Gb/sec")
+
+
+def parse_sysfs_ports(lines: list[str]) -> IbstatResult:
+    """Lines ``<dev> <port> <hca_type> <link_layer> <state> <rate>`` (sysfs values, spaces made
+    '_', '-' where unreadable; preflight's script) read into the same `IbstatResult` as
+    `ibstat`: state in ibstat's words, the rate in Gb/s, no physical state."""
+    cas: dict[str, tuple[str | None, list[IbPort]]] = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 6 or not parts[1].isdigit():
+            continue
+        dev, port, hca_type, layer, state, rate = parts
+        word = state.split(":", 1)[-1].strip("_")
+        m = _SYSFS_RATE.match(rate)
+        ca_type = None if hca_type == "-" else hca_type.replace("_", " ")
+        cas.setdefault(dev, (ca_type, []))[1].append(IbPort(
+            ca=dev, number=int(port), state=_SYSFS_STATE.get(word, word), physical_state="",
+            rate_gbps=float(m.group(1)) if m else None, link_layer="unknown" if layer == "-" else layer,
+            base_lid=None, sm_lid=None, port_guid=None))
+    return IbstatResult(tuple(IbCa(name, ca_type, None, None, None, None, tuple(ports))
+                              for name, (ca_type, ports) in cas.items()))
+

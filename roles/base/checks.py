@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuctl.checks.api import CouldNotRun, Remediation, expect, fail, for_each
-from gpuctl.checks.outputs import parse_modprobe_blacklist
-from gpuctl.checks.probe import sysctl_path
+from gpuctl.parsers.kernel import parse_modprobe_blacklist, sysctl_path
 
 ROLE = "base"
 

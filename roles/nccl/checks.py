@@ -13,8 +13,9 @@ from gpuctl.checks.api import (
     for_each,
     packages_of,
 )
-from gpuctl.checks.outputs import parse_key_values
 from gpuctl.checks.probe import NCCL_CONF
+from gpuctl.parsers.files import parse_key_values
+from gpuctl.parsers.nccl_env import list_names
 
 ROLE = "nccl"
 
@@ -45,23 +46,18 @@ def test_nccl_conf(host, spec, probe, item):
            found=f"{item}={conf[item]}" if item in conf else "unset", remediation=Remediation.RECONFIGURE)
 
 
-def _names(value: str) -> list[str]:
-    """'=mlx5_0,=mlx5_1:1' / '^docker0' → device names (exact-match '=' and port ':N' dropped)."""
-    return [part.lstrip("=^").split(":")[0] for part in value.split(",") if part.strip("=^ ")]
-
-
-@for_each(lambda spec: _names(spec.nccl_conf.get("NCCL_IB_HCA", "")))
+@for_each(lambda spec: list_names(spec.nccl_conf.get("NCCL_IB_HCA", "")))
 def test_nccl_ib_hca_exists(host, spec, probe, item):
     """Every RDMA device NCCL_IB_HCA names exists on the host."""
     conf = _conf(probe)
-    if item not in _names(conf.get("NCCL_IB_HCA", "")):
+    if item not in list_names(conf.get("NCCL_IB_HCA", "")):
         raise CouldNotRun(f"{NCCL_CONF} does not name {item}; see {ROLE}.nccl_conf[NCCL_IB_HCA]")
     devices = {link.device for link in probe.rdma_links().values()}
     expect(item in devices, f"NCCL_IB_HCA names {item}, which does not exist", expected=f"RDMA device {item}",
            found=", ".join(sorted(devices)) or "no RDMA devices", remediation=Remediation.RECONFIGURE)
 
 
-@for_each(lambda spec: _names(spec.nccl_conf.get("NCCL_SOCKET_IFNAME", "")))
+@for_each(lambda spec: list_names(spec.nccl_conf.get("NCCL_SOCKET_IFNAME", "")))
 def test_nccl_socket_ifname_exists(host, spec, probe, item):
     interfaces = probe.interfaces()
     expect(item in interfaces, f"NCCL_SOCKET_IFNAME names {item}, which does not exist",

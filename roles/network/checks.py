@@ -20,8 +20,11 @@ from gpuctl.checks.api import (
     fail,
     for_each,
     judge_health,
+    judge_verdicts,
     modules_of,
 )
+from gpuctl.parsers.rdma import link_as_ib_port, roce_v2_ipv4_gid_index
+from gpuctl.verdicts import Subject, judge_port_rate, judge_port_state
 
 ROLE = "network"
 
@@ -51,23 +54,23 @@ def test_fabric_port_state(host, spec, probe, item):
         fail(f"RDMA device {item} does not exist", expected=f"{item} port ACTIVE/LINK_UP",
              found=f"devices: {', '.join(devices) or 'none'}",
              remediation=Remediation.RECONFIGURE if spec.fabric.soft_roce else Remediation.RESEAT_OR_REPLACE)
+    # judged by gpuctl.verdicts.judge_port_state, the rule `gpuctl analyze ibstat` applies
     down = [link for link in links if link.state != "ACTIVE" or link.physical_state != "LINK_UP"]
-    expect(not down, f"{item}: port " + ", ".join(f"{d.port} is {d.state}/{d.physical_state}" for d in down)
-           + (f" (netdev {down[0].netdev})" if down and down[0].netdev else ""),
-           expected="ACTIVE/LINK_UP", found=", ".join(f"{d.device}/{d.port} {d.state}/{d.physical_state}"
-                                                      for d in down),
-           remediation=Remediation.RESEAT_OR_REPLACE)
+    judge_verdicts([judge_port_state(link_as_ib_port(link), Subject(spec.node, port=f"{link.device}/{link.port}"),
+                                     "rdma link") for link in links],
+                   expected=lambda v: "ACTIVE/LINK_UP",
+                   found=lambda v: ", ".join(f"{d.device}/{d.port} {d.state}/{d.physical_state}" for d in down))
 
 
 @for_each(hca_items)
 def test_fabric_link_layer(host, spec, probe, item):
-    ports = [p for p in probe.verbs_ports().values() if p.device == item]
+    ports = [p for p in probe.verbs_ports().ports if p.ca == item]
     if not ports:
         raise CouldNotRun(f"ibv_devinfo lists no {item}; see {ROLE}.fabric_port_state[{item}]")
     want = spec.fabric.link_layer
     wrong = [p for p in ports if p.link_layer != want]
     expect(not wrong, f"{item}: link layer {wrong[0].link_layer if wrong else ''}, the fabric is {spec.fabric.type}",
-           expected=want, found=", ".join(f"{p.device}/{p.port} {p.link_layer}" for p in wrong),
+           expected=want, found=", ".join(f"{p.name} {p.link_layer}" for p in wrong),
            remediation=Remediation.RECONFIGURE)
 
 
@@ -93,10 +96,10 @@ def test_fabric_port_rate(host, spec, probe, item):
     ports = [p for p in probe.ibstat().ports if p.ca == item]
     if not ports:
         raise CouldNotRun(f"ibstat lists no {item}; see {ROLE}.fabric_port_state[{item}]")
-    slow = [p for p in ports if p.rate_gbps < want]
-    expect(not slow, f"{item}: Active at {slow[0].rate_gbps:g} Gb/s, expected {want} Gb/s (degraded link: "
-           "cable, transceiver or switch port)" if slow else "", expected=f"{want} Gb/s",
-           found=", ".join(f"{p.name} {p.rate_gbps:g} Gb/s" for p in slow), remediation=Remediation.RESEAT_OR_REPLACE)
+    ca_type = next((ca.ca_type for ca in probe.ibstat().cas if ca.name == item), None)
+    judge_verdicts([judge_port_rate(p.rate_gbps, want, Subject(spec.node, port=p.name), "inventory fabric.rate_gbps",
+                                    ca_type) for p in ports if p.rate_gbps is not None],
+                   expected=lambda v: f"{v.threshold:g} Gb/s", found=lambda v: f"{v.subject.port} {v.value:g} Gb/s")
 
 
 @for_each(addressed_port_items)
@@ -116,11 +119,13 @@ def test_fabric_address(host, spec, probe, item):
 @for_each(lambda spec: [p.hca for p in spec.fabric.ports if p.address] if spec.fabric.type == "roce" else [])
 def test_roce_gid(host, spec, probe, item):
     """A RoCE v2 GID carrying the port's IPv4 address (what NCCL and perftest use)."""
-    address = _port(spec, item).address.split("/")[0]
-    gids = [g for key, gl in probe.gids().items() if key.split("/")[0] == item for g in gl]
-    v2 = [g for g in gids if g.type.lower().replace(" ", "") == "rocev2"]
-    match = [g for g in v2 if g.ipv4 == address]
-    expect(bool(match), f"{item}: no RoCE v2 GID for {address}", expected=f"RoCE v2 GID ::ffff:{address}",
+    port = _port(spec, item)
+    address = port.address.split("/")[0]
+    dev = probe.gids().devices.get(item)
+    gids = dev.gids if dev else ()
+    index = roce_v2_ipv4_gid_index(dev, port.interface, address) if dev else None
+    expect(index is not None, f"{item}: no RoCE v2 GID for {address} on {port.interface}",
+           expected=f"RoCE v2 GID ::ffff:{address}",
            found=", ".join(f"{g.index}:{g.type or '?'}:{g.ipv4 or g.gid}" for g in gids) or "no GIDs",
            remediation=Remediation.RECONFIGURE)
 

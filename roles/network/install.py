@@ -29,11 +29,11 @@ from gpuctl.facts.network import (
     MgmtInterface,
     ModulesLoaded,
     RdmaPorts,
-    UnitState,
-    roce_v2_ipv4_gid_index,
 )
 from gpuctl.facts.storage import TextFile
+from gpuctl.facts.system import ServiceStates
 from gpuctl.operations import sh, template_env
+from gpuctl.parsers.rdma import roce_v2_ipv4_gid_index
 from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ def modules_loaded(names: list[str]) -> Any:
 def link_up(iface: Iface, command: str) -> Any:
     """IFACE up with its address and MTU; runs COMMAND (which touches IFACE only) when not."""
     link = host.get_fact(Links).get(iface.ifname)
-    if link and link.up and iface.address in link.addresses and (not iface.mtu or link.mtu == iface.mtu):
+    if link and link.admin_up and iface.address in link.addresses and (not iface.mtu or link.mtu == iface.mtu):
         host.noop(f"{iface.ifname} is up with {iface.address}" + (f", MTU {iface.mtu}" if iface.mtu else ""))
         return
     yield command
@@ -155,8 +155,8 @@ def link_up(iface: Iface, command: str) -> Any:
 
 @operation()
 def unit_running(unit: str) -> Any:
-    enabled, active = host.get_fact(UnitState, unit=unit)
-    if enabled == "enabled" and active == "active":
+    state = host.get_fact(ServiceStates, names=(unit,)).get(unit.removesuffix(".service"))
+    if state is not None and state.enabled == "enabled" and state.active == "active":
         host.noop(f"{unit} is enabled and active")
         return
     yield f"systemctl daemon-reload && {sh('systemctl', 'enable', '--now', unit)}"

@@ -23,6 +23,7 @@ from gpuctl.checks.api import (
     fail,
     for_each,
     judge_health,
+    judge_verdicts,
     modules_of,
     packages_of,
     services_of,
@@ -30,6 +31,13 @@ from gpuctl.checks.api import (
 from gpuctl.checks.probe import Probe, nvml_remediation
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiFailure
 from gpuctl.spec import NodeSpec
+from gpuctl.verdicts import (
+    Subject,
+    judge_ecc_counts,
+    judge_gpu_against_sku,
+    judge_gpu_count,
+    judge_nvlink_pair,
+)
 from gpuctl.xidpolicy import FAIL, xid_findings
 
 ROLE = "nvidia_driver"
@@ -129,10 +137,16 @@ def test_driver_version(host, spec, probe):
 # ---------------------------------------------------------------- GPUs
 
 def test_gpu_count(host, spec, probe):
+    """As many GPUs as the SKU has — `gpuctl.verdicts.judge_gpu_count`, as `gpuctl analyze`."""
     n = len(probe.gpus().gpus)
-    want = spec.hardware.gpu_count
-    expect(n == want, f"{n} GPUs visible, the SKU {spec.sku} has {want}", expected=f"{want} GPUs",
-           found=f"{n} GPUs", remediation=Remediation.RESEAT_OR_REPLACE)
+    judge_verdicts([judge_gpu_count(n, load_sku(spec.sku), Subject(spec.node))],
+                   expected=lambda v: f"{v.threshold} GPUs", found=lambda v: f"{v.value} GPUs")
+
+
+def _against_sku(spec: NodeSpec, g: GpuInfo, check: str) -> list:
+    """The verdict `check` of `gpuctl.verdicts.judge_gpu_against_sku` (the rule analyze applies) for GPU g."""
+    verdicts = judge_gpu_against_sku(g, load_sku(spec.sku), Subject(spec.node, g.index, g.bus_id))
+    return [v for v in verdicts if v.check == check]
 
 
 @for_each(gpu_items)
@@ -147,18 +161,19 @@ def test_gpu_present(host, spec, probe, item):
 @for_each(gpu_items)
 def test_gpu_model(host, spec, probe, item):
     g = _gpu(probe, item)
-    expect(g.name == spec.hardware.gpu_model, f"{g.label} is a {g.name!r}", expected=spec.hardware.gpu_model,
-           found=g.name, remediation=Remediation.VENDOR_RMA, subject=g.label)
+    if g.name is None:
+        raise CouldNotRun(f"{g.label}: nvidia-smi reports no product name")
+    judge_verdicts(_against_sku(spec, g, "gpu_model"), expected=lambda v: v.threshold, found=lambda v: v.value,
+                   subject=g.label)
 
 
 @for_each(gpu_items)
 def test_gpu_memory(host, spec, probe, item):
     g = _gpu(probe, item)
-    want = spec.hardware.gpu_memory_mib
     if g.memory_total_mib is None:
         raise CouldNotRun(f"{g.label}: nvidia-smi reports no FB memory total")
-    expect(g.memory_total_mib >= want, f"{g.label} has {g.memory_total_mib} MiB", expected=f">= {want} MiB",
-           found=f"{g.memory_total_mib} MiB", remediation=Remediation.VENDOR_RMA, subject=g.label)
+    judge_verdicts(_against_sku(spec, g, "memory_total_mib"), expected=lambda v: f">= {v.threshold} MiB",
+                   found=lambda v: f"{v.value} MiB", subject=g.label)
 
 
 @for_each(gpu_items)
@@ -177,28 +192,23 @@ def test_gpu_ecc_mode(host, spec, probe, item):
            remediation=Remediation.RECONFIGURE, subject=g.label)
 
 
+# how verify words each count of judge_ecc_counts: (after the limit, after the value)
+_ECC_WORDS = {"ecc_volatile_uncorrectable": (" uncorrectable", " volatile uncorrectable"),
+              "ecc_aggregate_uncorrectable": (" uncorrectable", " aggregate uncorrectable"),
+              "ecc_dram_correctable": ("", ""), "ecc_sram_correctable": ("", "")}
+
+
 @for_each(gpu_items)
 def test_gpu_ecc_errors(host, spec, probe, item):
-    """No uncorrectable ECC errors; corrected counts within the shared health limits."""
+    """No uncorrectable ECC errors (an aggregate count whose rows were remapped is healthy);
+    corrected counts within the shared health limits — `gpuctl.verdicts.judge_ecc_counts`,
+    the rule `gpuctl analyze` applies."""
     g = _gpu(probe, item)
-    ecc = load_health().ecc
-    limit = ecc.max_uncorrectable.value
-    vol, agg = g.ecc_volatile_uncorrectable, g.ecc_aggregate_uncorrectable
-    if vol is None and agg is None:
+    if g.ecc_volatile_uncorrectable is None and g.ecc_aggregate_uncorrectable is None:
         raise CouldNotRun(f"{g.label}: nvidia-smi reports no ECC error counts")
-    if vol is not None and vol > limit:
-        fail(f"{g.label}: {vol} volatile uncorrectable ECC errors ({ecc.max_uncorrectable.source})",
-             expected=f"<= {limit:g} uncorrectable", found=f"{vol} volatile uncorrectable",
-             remediation=Remediation.REBOOT, subject=g.label)
-    if agg is not None and agg > limit:
-        fail(f"{g.label}: {agg} aggregate uncorrectable ECC errors over the GPU's life "
-             f"({ecc.max_uncorrectable.source})", expected=f"<= {limit:g} uncorrectable",
-             found=f"{agg} aggregate uncorrectable", remediation=Remediation.VENDOR_RMA, subject=g.label)
-    for value, fig, what in ((g.ecc_dram_correctable, ecc.max_dram_corrected, "DRAM"),
-                             (g.ecc_sram_correctable, ecc.max_sram_corrected, "SRAM")):
-        if value is not None and value > fig.value:
-            fail(f"{g.label}: {value} corrected {what} ECC errors ({fig.source})", expected=f"<= {fig.value:g}",
-                 found=str(value), remediation=Remediation.VENDOR_RMA, subject=g.label)
+    judge_verdicts(judge_ecc_counts(g, load_health().ecc, Subject(spec.node, g.index, g.bus_id)),
+                   expected=lambda v: f"<= {v.threshold:g}{_ECC_WORDS[v.check][0]}",
+                   found=lambda v: f"{v.value}{_ECC_WORDS[v.check][1]}", subject=g.label)
 
 
 @for_each(gpu_items)
@@ -230,13 +240,11 @@ def test_gpu_row_remap(host, spec, probe, item):
 @for_each(gpu_items)
 def test_gpu_pcie_width(host, spec, probe, item):
     g = _gpu(probe, item)
-    want = spec.hardware.pcie_width
     if g.pcie_width_current is None:
         raise CouldNotRun(f"{g.label}: nvidia-smi reports no current PCIe link width")
-    expect(g.pcie_width_current >= want, f"{g.label}: PCIe link trained at x{g.pcie_width_current}, the SKU "
-           f"{spec.sku} expects x{want} (reseat the GPU or its riser)", expected=f"x{want}",
-           found=f"x{g.pcie_width_current}" + (f" (max x{g.pcie_width_max})" if g.pcie_width_max else ""),
-           remediation=Remediation.RESEAT_OR_REPLACE, subject=g.label)
+    judge_verdicts(_against_sku(spec, g, "pcie_width"), expected=lambda v: f"x{v.threshold}",
+                   found=lambda v: f"x{v.value}" + (f" (max x{g.pcie_width_max})" if g.pcie_width_max else ""),
+                   subject=g.label)
 
 
 @for_each(gpu_items)
@@ -244,30 +252,24 @@ def test_gpu_pcie_gen(host, spec, probe, item):
     """The link is capable of the SKU's PCIe generation. The *current* generation drops
     at idle to save power, so the maximum is judged, not the current."""
     g = _gpu(probe, item)
-    want = spec.hardware.pcie_generation
     if g.pcie_gen_max is None:
         raise CouldNotRun(f"{g.label}: nvidia-smi reports no maximum PCIe generation")
-    expect(g.pcie_gen_max >= want, f"{g.label}: PCIe link capable of Gen{g.pcie_gen_max} only, the SKU {spec.sku} "
-           f"expects Gen{want} (BIOS slot setting or riser)", expected=f"Gen{want}", found=f"Gen{g.pcie_gen_max}",
-           remediation=Remediation.RECONFIGURE, subject=g.label)
+    judge_verdicts(_against_sku(spec, g, "pcie_gen_max"), expected=lambda v: f"Gen{v.threshold}",
+                   found=lambda v: f"Gen{v.value}", subject=g.label)
 
 
 @for_each(pair_items)
 def test_nvlink_pair(host, spec, probe, item):
-    """Every GPU pair is joined by the SKU's NVLink bond (topo -m code, e.g. NV18)."""
+    """Every GPU pair is joined by the SKU's NVLink bond (topo -m code, e.g. NV18) —
+    `gpuctl.verdicts.judge_nvlink_pair`, as `gpuctl analyze topo`."""
     a, b = (int(x.removeprefix("gpu")) for x in item.split("-"))
     topo = probe.topo()
-    want = spec.hardware.nvlink_topo_code
-    try:
-        code = topo.link(f"GPU{a}", f"GPU{b}")
-    except KeyError:
+    link = next((p for p in topo.gpu_pairs() if {p.a, p.b} == {f"GPU{a}", f"GPU{b}"}), None)
+    if link is None:
         raise CouldNotRun(f"topo -m has no GPU{a}/GPU{b} ({len(topo.gpus)} GPUs); see "
-                          f"{ROLE}.gpu_present", Remediation.RESEAT_OR_REPLACE) from None
-    nvlinks = int(code[2:]) if code.startswith("NV") and code[2:].isdigit() else 0
-    why = "no NVLink between them (PCIe/SMP path)" if nvlinks == 0 else f"only {nvlinks} NVLinks"
-    expect(code == want, f"GPU{a}↔GPU{b} is {code}, the SKU {spec.sku} expects {want}: {why}",
-           expected=want, found=code, remediation=Remediation.VENDOR_RMA if nvlinks == 0
-           else Remediation.RESEAT_OR_REPLACE, subject=f"GPU {a} ↔ GPU {b}")
+                          f"{ROLE}.gpu_present", Remediation.RESEAT_OR_REPLACE)
+    judge_verdicts([judge_nvlink_pair(link, load_sku(spec.sku), Subject(spec.node))],
+                   expected=lambda v: v.threshold, found=lambda v: v.value, subject=f"GPU {a} ↔ GPU {b}")
 
 
 # ---------------------------------------------------------------- passive health (gpuctl health's checks)

@@ -28,7 +28,7 @@ from pyinfra.api import FunctionCommand, deploy, operation
 
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.nvidia import NvidiaModule, NvidiaModuleState
-from gpuctl.facts.packages import DnfModuleStreams, PackageSnapshot, read_packages
+from gpuctl.facts.packages import DnfModuleStreams, read_packages
 from gpuctl.facts.system import ServiceStates
 from gpuctl.knobs import command_argv
 from gpuctl.matrix import Package
@@ -41,6 +41,7 @@ from gpuctl.operations import (
     role_knobs,
     sh,
 )
+from gpuctl.parsers.packages import PackageSnapshot
 from gpuctl.runner.reboot import rolling_reboot
 from gpuctl.spec import NodeSpec
 

@@ -18,7 +18,7 @@ from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
 from pyinfra.operations import apt, dnf, server
 
 from gpuctl.deploy_context import node_spec, run_options
-from gpuctl.facts.storage import FsUuid, MdDetail, MountSource, TextFile, read_storage_facts
+from gpuctl.facts.storage import FsUuid, MdDetailBrief, MountSource, TextFile, read_storage_facts
 from gpuctl.knobs import command_argv, tokens
 from gpuctl.operations import fstab_fields, sh
 from gpuctl.storage_safety import RaidPlan, describe, plan_raid
@@ -63,7 +63,7 @@ def report(message: str) -> Any:
 @operation()
 def mdadm_conf(array: str, conf: str) -> Any:
     """The array's ARRAY line in mdadm.conf (replacing older lines for the same device or UUID)."""
-    detail = host.get_fact(MdDetail, array=array)
+    detail = host.get_fact(MdDetailBrief, array=array)
     lines = host.get_fact(TextFile, path=conf)
     uuid = detail.get("UUID")
     if uuid and any(line.startswith("ARRAY ") and f"UUID={uuid}" in line for line in lines):

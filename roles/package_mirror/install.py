@@ -29,9 +29,10 @@ from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
 from gpuctl.deploy_context import node_spec
-from gpuctl.facts.system import FileState, FileStates
+from gpuctl.facts.system import FileStates
 from gpuctl.mirror import user_ports
 from gpuctl.operations import and_then, one_line_value, role_knobs, sh
+from gpuctl.parsers.files import FileState
 from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpuctl.facts.network import parse_firewall, parse_ip_addr, parse_rdma, parse_route_dev, roce_v2_ipv4_gid_index
+from gpuctl.parsers.net import parse_firewall, parse_ip_addr, parse_route_dev
+from gpuctl.parsers.rdma import parse_rdma, roce_v2_ipv4_gid_index
 from gpuctl.runner.roles import load_role
 from gpuctl.spec import NodeSpec
 
@@ -47,6 +48,13 @@ def rdma_after_start() -> Any:
     return answer
 
 
+def units_show(enabled: str, active: str) -> str:
+    """`systemctl show` (parsers.systemd.unit_show_command) of the network role's units, all in one state."""
+    units = [f"gpuctl-soft-roce-rxe{i}.service" for i in range(8)] + ["gpuctl-roce-qos.service"]
+    return "\n".join(f"Id={u}\nLoadState=loaded\nActiveState={active}\nSubState=x\nUnitFileState={enabled}\n"
+                     for u in units)
+
+
 def fresh() -> dict[Any, Any]:
     rdma = rdma_after_start()
     return {
@@ -55,7 +63,7 @@ def fresh() -> dict[Any, Any]:
         "ip -d -j addr show": LINKS_FRESH,
         "systemctl enable --now gpuctl-soft-roce": rdma,
         "/sys/class/infiniband/": rdma,
-        "systemctl is-enabled": "disabled inactive",
+        "systemctl show": units_show("disabled", "inactive"),
         "svc $s": "svc firewalld inactive\nsvc ufw inactive\nsvc nftables inactive\nufw \nrules",
     }
 
@@ -72,7 +80,7 @@ def converged(files: dict[str, Any]) -> dict[Any, Any]:
         "ip -d -j addr show": LINKS_CONVERGED,
         "/sys/module/": ["8021q", "rdma_rxe"],
         "/sys/class/infiniband/": RXE_PRESENT,
-        "systemctl is-enabled": "enabled active",
+        "systemctl show": units_show("enabled", "active"),
         "svc $s": "svc firewalld inactive\nsvc ufw inactive\nsvc nftables inactive\nufw \nrules",
     })
     return out

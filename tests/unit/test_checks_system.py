@@ -5,30 +5,29 @@ found and remediation."""
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
-from gpuctl.checks import outputs
 from gpuctl.checks.model import CouldNotRun, Remediation
-from gpuctl.checks.probe import sysctl_path
+from gpuctl.parsers.kernel import parse_proc_modules, sysctl_path
+from gpuctl.parsers.net import parse_ip_addr
 from tests.unit.checks_support import bundle, failure, fixture, inventory_spec, probe, role
 
 LAB = inventory_spec("lab")  # gpu-01: Soft-RoCE rxe0 on eth1, VLAN 100, RAID0 of 4 NVMe
 
 
-def dpkg_lines(spec, overrides=None):
+def dpkg_lines(spec, overrides=None, unheld=()):
+    """What the packages listing (parsers.packages.DPKG_QUERY) prints: every pinned package
+    installed and held (dpkg's 'hold' selection, what `apt-mark hold` sets) unless `unheld`."""
     overrides = overrides or {}
     rows = []
     for p in spec.all_packages():
         version = overrides.get(p.name, p.version)
         if version is not None:
-            rows.append(f"{p.name}\t{version}\tii ")
-    rows.append("bash\t5.2.15-2+b2\tii ")
+            rows.append(f"{p.name}\t{version}\t{'install' if p.name in unheld else 'hold'} ok installed")
+    rows.append("bash\t5.2.15-2+b2\tinstall ok installed")
     return "\n".join(rows) + "\n"
-
-
-def holds(spec, drop=()):
-    return "\n".join(p.name for p in spec.all_packages() if p.name not in drop) + "\n"
 
 
 # ---------------------------------------------------------------- packages
@@ -36,7 +35,7 @@ def holds(spec, drop=()):
 @pytest.mark.parametrize("role_name", ["nvidia_driver", "cuda", "nccl", "dcgm", "gds", "ofed", "fabricmanager"])
 def test_converged_packages_pass(role_name):
     mod = role(role_name)
-    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB), "apt-mark showhold": holds(LAB)})
+    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB)})
     items = mod.test_package_pinned._gpuctl_items(LAB)
     assert items
     for item in items:
@@ -58,8 +57,7 @@ def test_epoch_is_part_of_the_pin():
 
 
 def test_missing_and_unheld_packages_fail():
-    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB, {"cuda-toolkit-13-0": None}),
-                    "apt-mark showhold": holds(LAB, drop=("cuda-toolkit-13-0",))})
+    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB, {"cuda-toolkit-13-0": None})})
     assert failure(role("cuda").test_package_pinned, LAB, p, "cuda-toolkit-13-0").found == "not installed"
     f = failure(role("cuda").test_package_held, LAB, p, "cuda-toolkit-13-0")
     assert "apt-mark showhold" in f.expected and f.found.startswith("not held")
@@ -102,7 +100,7 @@ def test_modules_with_dash_use_count_are_loaded():
 
 
 def test_proc_modules_parser_keeps_dash_as_none():
-    mods = outputs.parse_proc_modules(PROC_MODULES)
+    mods = parse_proc_modules(PROC_MODULES)
     assert mods["nvidia"].use_count is None and mods["nvidia_uvm"].use_count == 0
 
 
@@ -185,13 +183,13 @@ def ip_json(vlan_up=True, vlan_addr="10.100.0.11", fabric_addr="192.168.50.11"):
     return json.dumps([eth1, vlan])
 
 
-def gid_bundle(address="192.168.50.11"):
+def gid_bundle(address="192.168.50.11", ndev="eth1"):
+    """What `gpuctl.parsers.rdma.rdma_command` prints for rxe0 on eth1 (the network role's reading)."""
     a, b, c, d = (int(x) for x in address.split("."))
     v4 = f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
-    base = "/sys/class/infiniband/rxe0/ports/1"
-    return bundle({f"{base}/gids/0": "fe80:0000:0000:0000:5054:00ff:fe6c:0101", f"{base}/gids/1": v4,
-                   f"{base}/gids/2": "0000:0000:0000:0000:0000:0000:0000:0000",
-                   f"{base}/gid_attrs/types/0": "RoCE v2", f"{base}/gid_attrs/types/1": "RoCE v2"})
+    return ("tool cma_roce_mode\ndev rxe0 none eth1\n"
+            "gid rxe0 0 fe80:0000:0000:0000:5054:00ff:fe6c:0101 eth1 RoCE v2\n"
+            f"gid rxe0 1 {v4} {ndev} RoCE v2\n")
 
 
 def net_probe(rdma=RDMA_UP, ip=None, gids=None):
@@ -255,7 +253,7 @@ def test_infiniband_rate_from_ibstat():
 
 
 def test_ip_json_parser_on_a_recorded_output():
-    ifaces = outputs.parse_ip_addr_json(fixture("verify/ip-j-d-addr-debian12-build-host.json"))
+    ifaces = parse_ip_addr(fixture("verify/ip-j-d-addr-debian12-build-host.json"))
     assert ifaces["lo"].addresses == ("127.0.0.1/8",) and ifaces["lo"].kind is None
 
 
@@ -349,3 +347,15 @@ def test_bench_tools_are_looked_up_where_the_bench_looks(tmp_path):
         suites.TOOL_DIRS = old
     assert paths["gpuctl-bwprobe"] == str(tool)
     assert paths["fio"] == "" or paths["fio"].startswith("/")
+
+
+def test_installed_but_unheld_package_fails_held_and_verify_reads_the_facts_listing():
+    """verify reads packages with the provisioning fact's own command and parser (one reading)."""
+    from gpuctl.facts.packages import DebPackages
+    from gpuctl.parsers.packages import DPKG_QUERY
+
+    p = probe(LAB, {"dpkg-query": dpkg_lines(LAB, unheld=("libnccl2",))})
+    role("nccl").test_package_pinned(None, LAB, p, "libnccl2")
+    f = failure(role("nccl").test_package_held, LAB, p, "libnccl2")
+    assert f.found.startswith("not held")
+    assert any(shlex.quote(DPKG_QUERY) in c for c in p.host.ran) and DPKG_QUERY in DebPackages().command()

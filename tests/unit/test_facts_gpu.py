@@ -8,7 +8,7 @@ import pytest
 from pyinfra.facts.server import KernelModules
 
 from gpuctl.facts.nvidia import NvidiaModule, parse_nvidia_module
-from gpuctl.facts.packages import DebPackages, RpmPackages, parse_dnf_modules, parse_dpkg, parse_rpm
+from gpuctl.facts.packages import DebPackages, RpmPackages
 from gpuctl.facts.system import (
     BootInfo,
     CommandPaths,
@@ -16,24 +16,24 @@ from gpuctl.facts.system import (
     RepoFacts,
     ServiceStates,
     apt_lists_prefix,
-    parse_boot,
-    parse_command_paths,
-    parse_file_states,
-    parse_proc_modules,
-    parse_services,
 )
+from gpuctl.parsers.boot import parse_boot
+from gpuctl.parsers.files import parse_command_paths, parse_file_states
+from gpuctl.parsers.kernel import parse_proc_modules
+from gpuctl.parsers.packages import parse_dnf_modules, parse_dpkg, parse_rpm
+from gpuctl.parsers.systemd import parse_systemctl_show
 
 # seen on a real H200 node (shared/reference/pyinfra-notes.md)
 H200_NVIDIA_LINE = "nvidia 14299136 - - Live 0x0000000000000000 (O)"
 
 
 def test_proc_modules_dash_use_count():
-    mods = parse_proc_modules([
+    mods = parse_proc_modules("\n".join([
         H200_NVIDIA_LINE,
         "nvidia_uvm 1798144 2 - Live 0x0000000000000000 (O)",
         "ib_core 462848 8 rdma_rxe,ib_uverbs,rdma_ucm, Live 0xffffffffc0a2b000",
         "garbage",
-    ])
+    ]))
     assert set(mods) == {"nvidia", "nvidia_uvm", "ib_core"}
     assert mods["nvidia"].use_count is None and mods["nvidia"].size == 14299136 and mods["nvidia"].state == "Live"
     assert mods["nvidia_uvm"].use_count == 2
@@ -83,7 +83,8 @@ def test_dpkg_fact_command_prints_the_journal_mark_unquoted_by_the_shell(tmp_pat
     # the mark starts with '#': it must reach echo quoted, or the shell drops it as a comment
     import subprocess
 
-    from gpuctl.facts.packages import DPKG_INTERRUPTED_MARK, DebPackages
+    from gpuctl.facts.packages import DebPackages
+    from gpuctl.parsers.packages import DPKG_INTERRUPTED_MARK
     cmd = DebPackages().command().replace("/var/lib/dpkg/updates", str(tmp_path))
     assert DPKG_INTERRUPTED_MARK not in subprocess.run(["sh", "-c", cmd], capture_output=True, text=True).stdout
     (tmp_path / "0001").write_text("")
@@ -130,8 +131,11 @@ def test_files_services_commands():
     fs = parse_file_states(["a" * 64 + " 644 /etc/x y.conf", "missing - /etc/gone"])
     assert fs["/etc/x y.conf"].mode == "644" and fs["/etc/x y.conf"].exists
     assert not fs["/etc/gone"].exists
-    sv = parse_services(["nvidia-dcgm|enabled|active", "nvidia-persistenced||inactive", "bad"])
-    assert sv["nvidia-dcgm"].active == "active" and not sv["nvidia-persistenced"].exists
+    sv = parse_systemctl_show("Id=nvidia-dcgm.service\nLoadState=loaded\nActiveState=active\nSubState=running\n"
+                              "UnitFileState=enabled\n\nId=nvidia-persistenced.service\nLoadState=not-found\n"
+                              "ActiveState=inactive\nSubState=dead\nUnitFileState=\nbad\n")
+    assert sv["nvidia-dcgm"].active == "active" and sv["nvidia-dcgm"].enabled == "enabled"
+    assert sv["nvidia-dcgm"].exists and not sv["nvidia-persistenced"].exists
     assert parse_command_paths(["nvcc=", "/usr/bin/env=/usr/bin/env"]) == {"nvcc": None, "/usr/bin/env": "/usr/bin/env"}
 
 

@@ -18,12 +18,12 @@ from click.testing import CliRunner
 
 from gpuctl import healthpolicy as hp
 from gpuctl.catalog import PathLimit, Workload, load_health, load_sku
-from gpuctl.checks.outputs import parse_tail_bundle
 from gpuctl.checks.probe import health_sysfs_script, ib_counter_files
 from gpuctl.cli.main import main
 from gpuctl.errors import ParseError
 from gpuctl.health import COULD_NOT_RUN, HEALTHY, UNHEALTHY, NodeHealth, run_health
 from gpuctl.inventory import load_inventory
+from gpuctl.parsers.files import parse_tail_bundle
 from gpuctl.parsers.health import parse_clock_events_csv, parse_pci_sysfs, query_fields
 from gpuctl.parsers.lspci import parse_lspci
 from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q, parse_nvidia_smi_xml

@@ -34,7 +34,8 @@ def node_output(spec: NodeSpec, *, kernel: str = "6.1.0-27-amd64", bump: dict[st
                 nccl_sha: str = SHA_A, unheld: tuple[str, ...] = (), missing: tuple[str, ...] = (),
                 mdadm_sha: str = SHA_B, hca_fw: str = "1.0.0", vbios: str | None = "96.00.89.00.01") -> str:
     """What the read script prints on a Debian node where every pinned package is installed."""
-    lines = ["##gpuctl-lock os", "debian 12", "##gpuctl-lock kernel", kernel, "##gpuctl-lock module",
+    lines = ["##gpuctl-lock os", "ID=debian", "VERSION_ID=\"12\"",
+             "##gpuctl-lock kernel", kernel, "##gpuctl-lock module",
              spec.driver_version, "##gpuctl-lock packages"]
     for p in spec.all_packages():
         if p.name in missing:
@@ -111,7 +112,8 @@ def test_parse_read_ignores_config_files_state_and_nvidia_smi_errors(spec):
 
 def test_parse_read_rpm(spec):
     rspec = spec.model_copy(update={"package_manager": "dnf"})
-    text = ("##gpuctl-lock os\nrocky 9.4\n##gpuctl-lock kernel\n5.14.0\n##gpuctl-lock module\n"
+    text = ("##gpuctl-lock os\nNAME=\"Rocky Linux\"\nID=\"rocky\"\nVERSION_ID=\"9.4\"\n"
+            "##gpuctl-lock kernel\n5.14.0\n##gpuctl-lock module\n"
             "##gpuctl-lock packages\ncuda-toolkit-13-0\t13.0.2-1\nnvidia-driver\t3:580.95.05-1.el9\n"
             "##gpuctl-lock locks\nLast metadata expiration check: 0:01:00 ago\nnvidia-driver-3:580.95.05-1.el9.*\n"
             "##gpuctl-lock files\n##gpuctl-lock end\n")
@@ -326,7 +328,7 @@ def fake_reads(monkeypatch, outputs: dict[str, str], errors: dict[str, str] | No
             else:
                 out.nodes[s.node] = lk.parse_read(outputs[s.node], s, "t")
         return out
-    monkeypatch.setattr(lk, "read_nodes", read_nodes)
+    monkeypatch.setattr("gpuctl.lock.read.read_nodes", read_nodes)  # what the lock and drift workflows call
 
 
 def test_cli_lock_then_drift(inv_copy, spec, monkeypatch):
@@ -369,3 +371,13 @@ def test_cli_drift_without_lock(inv_copy):
 
     r = CliRunner().invoke(main, ["drift", str(inv_copy)])
     assert r.exit_code == 2 and "run `gpuctl lock` first" in r.output
+
+
+def test_lock_package_is_split_by_part_and_workflow():
+    """Issue 18: gpuctl/lock.py (804 lines) is one module per part and per workflow, none over 600 lines."""
+    pkg = Path(lk.__file__).parent
+    assert {p.stem for p in pkg.glob("*.py")} >= {"model", "managed", "read", "compare", "pins", "locking",
+                                                   "drifting", "rebuilding"}
+    assert max(len(p.read_text().splitlines()) for p in pkg.glob("*.py")) <= 600
+    assert (lk.lock.__module__, lk.drift.__module__, lk.rebuild.__module__) == (
+        "gpuctl.lock.locking", "gpuctl.lock.drifting", "gpuctl.lock.rebuilding")

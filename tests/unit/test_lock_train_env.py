@@ -16,7 +16,8 @@ SPEC = resolve(LOADED)[0]
 def output(bump: dict[str, str] | None = None, env: bool = True) -> str:
     te = SPEC.train_env
     assert te is not None
-    lines = ["##gpuctl-lock os", "ubuntu 22.04", "##gpuctl-lock kernel", "5.15.0-1", "##gpuctl-lock module",
+    lines = ["##gpuctl-lock os", "ID=ubuntu", "VERSION_ID=\"22.04\"",
+             "##gpuctl-lock kernel", "5.15.0-1", "##gpuctl-lock module",
              SPEC.driver_version, "##gpuctl-lock packages"]
     lines += [f"{p.name}\t{p.version}\thold ok installed" for p in SPEC.all_packages()]
     lines += ["##gpuctl-lock train_env"]

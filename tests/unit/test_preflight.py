@@ -35,7 +35,7 @@ def test_parse_h100_capture() -> None:
     assert facts.os_family == "ubuntu2204" and facts.secure_boot is False
     assert len(facts.gpus) == 8 and len(facts.nvswitches) == 4
     assert facts.gpus[0].device_id == "2330" and facts.gpus[0].current_gen == 5
-    assert facts.ib_ports[3].rate_gbps == 400 and facts.ib_ports[3].state == "ACTIVE"
+    assert facts.ib_ports[3].rate_gbps == 400 and facts.ib_ports[3].state == "Active"
     assert len(facts.nvme) == 9
 
 

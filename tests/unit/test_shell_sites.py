@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuctl.bench.suites import _scratch_guard
-from gpuctl.facts.network import rdma_command
+from gpuctl.parsers.rdma import rdma_command
 
 
 def payloads(mark: Path) -> list[str]:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuctl.errors import ParseError
-from gpuctl.facts.storage import (
+from gpuctl.parsers.storage import (
     parse_detail_brief,
     parse_examine_scan,
     parse_lsblk,
