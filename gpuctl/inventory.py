@@ -25,8 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gpuctl.boundary import catalog_name_problem, length_problem, mount_problem, mounts_overlap
 from gpuctl.catalog import THRESHOLD_NAMES, Figure, Sku, Threshold, load_health, load_sku
 from gpuctl.errors import InputError
-from gpuctl.knobs import FLAG_KNOBS, knob_problems
+from gpuctl.knobs import FLAG_KNOBS, MountOptions, knob_problems
 from gpuctl.matrix import LoadedMatrix, load_matrix
+from gpuctl.paths import roles_dir
+from gpuctl.pubkey import parse_public_key
 from gpuctl.validation import Problem, validate_collecting
 from gpuctl.yamlsrc import FieldPath, SourceMap, load_yaml_text, parse_yaml
 
@@ -262,8 +264,6 @@ class Lustre(_Strict):
     @field_validator("mount_options")
     @classmethod
     def _opts(cls, v: str) -> str:
-        from gpuctl.knobs import MountOptions
-
         problem = MountOptions().problem(v)
         if problem:
             raise ValueError(problem)
@@ -626,8 +626,6 @@ def _semantic(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[Problem]
 
 
 def _handover_problems(inv: Inventory, err: Any) -> None:
-    from gpuctl.handover import parse_public_key
-
     h = inv.handover
     seen: set[str] = set()
     for i, a in enumerate(h.accounts):
@@ -653,8 +651,6 @@ def _handover_problems(inv: Inventory, err: Any) -> None:
 
 def role_defaults() -> dict[str, Any]:
     """Every knob of every role with its default (roles/*/defaults.yaml)."""
-    from gpuctl.paths import roles_dir
-
     out: dict[str, Any] = {}
     for path in sorted(roles_dir().glob("*/defaults.yaml")):
         out.update(load_yaml_text(path)[0] or {})

@@ -18,7 +18,7 @@ from gpuctl.catalog import load_health
 from gpuctl.errors import ParseError
 from gpuctl.inventory import LoadedInventory
 from gpuctl.spec import NodeSpec
-from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, judge_fact
+from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, judge_fact, overall
 
 # Each section starts with a line "### <name>"; the script never fails as a whole.
 PREFLIGHT_SCRIPT = r"""
@@ -292,8 +292,6 @@ class PreflightResult:
     racks: list[dict[str, object]]
 
     def status(self, node: str) -> Status:
-        from gpuctl.verdicts import overall
-
         return overall(self.verdicts[node])
 
     @property

@@ -20,7 +20,8 @@ from gpuctl.catalog import Threshold
 from gpuctl.errors import InputError
 from gpuctl.inventory import Inventory, LoadedInventory, Node
 from gpuctl.matrix import Package
-from gpuctl.paths import catalog_dir
+from gpuctl.paths import catalog_dir, roles_dir
+from gpuctl.repocache import apply_cache
 from gpuctl.rules import check_matrix, failures
 from gpuctl.yamlsrc import load_yaml
 
@@ -472,7 +473,7 @@ def _train_env_index(te: TrainEnvSpec | None, inv: Inventory) -> TrainEnvSpec | 
     """With a cluster mirror (repos.mirror: air-gapped), the training environment's wheels come
     from `<mirror>/gpuctl/wheels/simple` (a tree `gpuctl mirror wheels INVENTORY DEST` writes),
     like the other files gpuctl fetches from a mirror; a cache host serving wheels overrides it
-    (gpuctl.mirror.apply_cache)."""
+    (gpuctl.repocache.apply_cache)."""
     if te is None or not inv.repos.mirror:
         return te
     return te.model_copy(update={"index_url": inv.repos.mirror.rstrip("/") + "/gpuctl/wheels/simple"})
@@ -501,8 +502,6 @@ def train_env_default(key: str) -> Any:
 
 @cache
 def _train_env_defaults() -> dict[str, Any]:
-    from gpuctl.paths import roles_dir
-
     path = roles_dir() / "train_env" / "defaults.yaml"
     data, _ = load_yaml(path) if path.is_file() else ({}, None)
     return dict(data or {})
@@ -545,9 +544,7 @@ def resolve(loaded: LoadedInventory, limit: tuple[str, ...] | list[str] = ()) ->
     specs = [resolve_node(loaded, n) for n in loaded.inventory.select(limit)]
     if loaded.inventory.repos.cache_host is None:
         return specs
-    from gpuctl.mirror import apply_cache  # repos.cache_host: nodes fetch through the cluster's cache
-
-    return apply_cache(loaded, specs)
+    return apply_cache(loaded, specs)  # repos.cache_host: nodes fetch through the cluster's cache
 
 
 def address_in(cidr: str, address: str) -> bool:

@@ -33,7 +33,7 @@ from gpuctl.facts.network import (
     roce_v2_ipv4_gid_index,
 )
 from gpuctl.facts.storage import TextFile
-from gpuctl.operations import sh, template_env
+from gpuctl.operations import role_knobs, sh, template_env
 from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 
 def defaults() -> dict[str, Any]:
     """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
-    from gpuctl.operations import role_knobs
 
     return role_knobs("network")
 

@@ -12,7 +12,6 @@ import pytest
 from gpuctl.errors import InputError
 from gpuctl.handover import (
     make_probe_key,
-    parse_public_key,
     plan_handover,
     provider_public_key,
     ssh_login_check,
@@ -20,6 +19,7 @@ from gpuctl.handover import (
 )
 from gpuctl.inventory import Account, load_inventory_text
 from gpuctl.paths import inventories_dir
+from gpuctl.pubkey import parse_public_key
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
 LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
