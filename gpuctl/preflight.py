@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from gpuctl.catalog import load_health
 from gpuctl.errors import ParseError
 from gpuctl.inventory import LoadedInventory
+from gpuctl.remediation import Remediation
 from gpuctl.spec import NodeSpec
-from gpuctl.verdicts import Remediation, Status, Subject, Verdict, could_not_run, judge_fact, overall
+from gpuctl.verdicts import Status, Subject, Verdict, could_not_run, judge_fact, overall
 
 # Each section starts with a line "### <name>"; the script never fails as a whole.
 PREFLIGHT_SCRIPT = r"""

@@ -38,11 +38,11 @@ from gpuctl.parsers.training import (
     parse_torch_probe,
     parse_training_log,
 )
+from gpuctl.remediation import Remediation
 from gpuctl.runrecord import RunRecord, now_iso, sha256_file
 from gpuctl.spec import NodeSpec, train_env_knob
 from gpuctl.verdicts import (
     Launch,
-    Remediation,
     Status,
     Subject,
     Verdict,
