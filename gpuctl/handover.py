@@ -31,7 +31,7 @@ from typing import Any
 
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.fileio import read_text
-from gpuctl.inventory import Account, LoadedInventory
+from gpuctl.inventory import LoadedInventory
 from gpuctl.pubkey import key_blob, parse_public_key
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import resolve
@@ -78,10 +78,6 @@ class HandoverPlan:
     probe_account: str | None = None
     probe_public_key: str | None = None
     login_check: LoginCheck | None = field(default=None, compare=False)
-
-
-def sudoers_text(account: Account, rule: str = "ALL=(ALL:ALL) NOPASSWD: ALL") -> str:
-    return render("sudoers.j2", user=account.name, rule=rule)
 
 
 def home_of(user: str) -> str:

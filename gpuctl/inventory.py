@@ -157,7 +157,9 @@ class RoceSettings(_Strict):
     mtu: int = Field(default=4200, ge=1500, le=9216)
     gid_index: int | Literal["auto"] = "auto"
     traffic_class: int = Field(default=106, ge=0, le=255)
-    dscp: int = Field(default=26, ge=0, le=63)
+    # optional, a cross-check only: NCCL marks its traffic with traffic_class, whose top 6 bits
+    # are the DSCP; the inventory refuses a dscp that is not traffic_class >> 2
+    dscp: int | None = Field(default=None, ge=0, le=63)
     pfc_priority: int = Field(default=3, ge=0, le=7)
     ecn: bool = True
 

@@ -152,6 +152,12 @@ def fabric_problems(inv: Inventory, sku: Sku | None, found: Findings) -> None:
             found.err(("fabric", "interfaces"), "RoCE needs the Ethernet interface names (e.g. [ens1f0np0, …])")
         if f.type == "roce" and f.ipoib is not None:
             found.err(("fabric", "ipoib"), "IPoIB settings on a RoCE fabric; use fabric.roce")
+        if f.roce is not None and f.roce.dscp is not None and f.roce.dscp != f.roce.traffic_class >> 2:
+            found.err(("fabric", "roce", "dscp"),
+                      f"{f.roce.dscp} is not the DSCP of traffic_class {f.roce.traffic_class} "
+                      f"({f.roce.traffic_class >> 2}): NCCL marks RoCE traffic with NCCL_IB_TC = traffic_class, "
+                      f"DSCP in its top 6 bits (RFC 2474, ECN in the low 2: RFC 3168); set traffic_class to "
+                      f"{f.roce.dscp * 4 + (f.roce.traffic_class & 3)} or leave dscp out")
         if f.type == "infiniband" and f.roce is not None:
             found.err(("fabric", "roce"), "RoCE settings on an InfiniBand fabric; use fabric.ipoib")
     net = (f.ipoib.cidr if f.ipoib else None) or (f.roce.cidr if f.roce else None)

@@ -218,10 +218,6 @@ def add_known(values: Iterable[str]) -> None:
             _KNOWN.add(v)
 
 
-def clear_known() -> None:
-    _KNOWN.clear()
-
-
 def secret_key(name: object) -> bool:
     """True for a mapping key that names a secret (password, bmc_pass, api_token, …)."""
     return isinstance(name, str) and bool(_SECRET_KEY.match(name))

@@ -10,7 +10,6 @@ verify exactly this; nothing downstream computes a version.
 
 from __future__ import annotations
 
-import ipaddress
 from functools import cache
 from typing import Any, Literal
 
@@ -102,7 +101,6 @@ class FabricSpec(_Spec):
     ipoib_mode: Literal["connected", "datagram"] | None = None
     roce_gid_index: int | Literal["auto"] | None = None
     roce_traffic_class: int | None = None
-    roce_dscp: int | None = None
     roce_pfc_priority: int | None = None
     roce_ecn: bool | None = None
     soft_roce: bool = False
@@ -317,12 +315,12 @@ def _fabric(loaded: LoadedInventory, node: Node) -> FabricSpec:
     return FabricSpec(
         type="roce", rate_gbps=f.rate_gbps, link_layer="Ethernet", ports=ports,
         mtu=r.mtu if r else 4200, roce_gid_index=r.gid_index if r else "auto",
-        roce_traffic_class=r.traffic_class if r else 106, roce_dscp=r.dscp if r else 26,
+        roce_traffic_class=r.traffic_class if r else 106,
         roce_pfc_priority=r.pfc_priority if r else 3, roce_ecn=r.ecn if r else True, soft_roce=f.soft_roce,
     )
 
 
-def _nccl_conf(fabric: FabricSpec, vlans: tuple[VlanSpec, ...], mgmt_hint: str | None) -> dict[str, str]:
+def _nccl_conf(fabric: FabricSpec) -> dict[str, str]:
     conf: dict[str, str] = {}
     if fabric.type == "none":
         return conf
@@ -464,7 +462,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
                 "net.core.wmem_max": "134217728", "kernel.numa_balancing": "0"},
         sysctl_minimums=("net.core.rmem_max", "net.core.wmem_max", "vm.max_map_count"),
         repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
-        nccl_conf=_nccl_conf(fabric, vlans, None), thresholds=thresholds, roles=roles,
+        nccl_conf=_nccl_conf(fabric), thresholds=thresholds, roles=roles,
         role_vars=dict(inv.role_vars), node_kind=kind, train_env=_train_env_index(train_env_spec(matrix, fam), inv),
     )
 
@@ -545,7 +543,3 @@ def resolve(loaded: LoadedInventory, limit: tuple[str, ...] | list[str] = ()) ->
     if loaded.inventory.repos.cache_host is None:
         return specs
     return apply_cache(loaded, specs)  # repos.cache_host: nodes fetch through the cluster's cache
-
-
-def address_in(cidr: str, address: str) -> bool:
-    return ipaddress.IPv4Address(address.split("/")[0]) in ipaddress.IPv4Network(cidr)

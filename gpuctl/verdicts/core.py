@@ -54,10 +54,6 @@ class Subject:
             parts.append(self.port)
         return " ".join(parts) if parts else "node"
 
-    def with_node(self, node: str | None) -> Subject:
-        return Subject(node, self.gpu, self.bus_id, self.peer, self.port) if node else self
-
-
 NODE = Subject()
 
 Value = float | int | str | bool | None

@@ -204,3 +204,22 @@ def test_repository_url_with_port_path_and_percent_encoding_is_accepted() -> Non
     ok = H100.replace("repos: {mirror: null}",
                       'repos: {mirror: "http://u:p%40ss@10.0.0.5:8080/nvidia/cuda~x?a=1", keyring_file: "k_v2.gpg"}')
     assert load_inventory_text(ok, "inv.yaml", base_dir=inventories_dir()).inventory.repos.mirror
+
+
+# ------------------------------------------------------------------ fabric.roce.dscp (issue 18)
+ROCE = (inventories_dir() / "h200-roce-8x8.yaml").read_text()
+
+
+def test_roce_dscp_that_disagrees_with_the_traffic_class_is_refused() -> None:
+    """NCCL marks RoCE traffic with NCCL_IB_TC = traffic_class, whose top 6 bits are the DSCP
+    (RFC 2474/3168): a dscp that is not traffic_class >> 2 describes traffic nobody sends."""
+    text = ROCE.replace("dscp: 26", "dscp: 24")
+    problems = problems_of(text)
+    want = f"inv.yaml:{line_of(text, 'dscp: 24')}: fabric.roce.dscp: 24 is not the DSCP of traffic_class 106 (26)"
+    assert any(p.startswith(want) for p in problems), problems
+
+
+def test_roce_dscp_may_be_left_out_and_then_follows_the_traffic_class() -> None:
+    load_inventory_text(ROCE.replace(", dscp: 26", "").replace("traffic_class: 106", "traffic_class: 98"), "inv.yaml",
+                        base_dir=inventories_dir())
+    load_inventory_text(ROCE, "inv.yaml", base_dir=inventories_dir())  # 26 = 106 >> 2
