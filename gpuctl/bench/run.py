@@ -39,7 +39,8 @@ from gpuctl.parsers.training import (
     parse_training_log,
 )
 from gpuctl.remediation import Remediation
-from gpuctl.runrecord import RunRecord, now_iso, sha256_file
+from gpuctl.runcontext import inventory_summary, matrix_summary, thresholds_summary
+from gpuctl.runrecord import RunRecord, now_iso
 from gpuctl.spec import NodeSpec, train_env_knob
 from gpuctl.verdicts import (
     Launch,
@@ -436,8 +437,7 @@ class BenchRun:
             "status": overall(every).value,
             "inventory": inventory_summary(self.loaded, self.specs),
             "matrix": matrix_summary(self.specs[0]),
-            "thresholds": {k: t.model_dump(exclude_none=True, exclude_defaults=True) | {"source": t.source}
-                           for k, t in sorted(self.specs[0].thresholds.items())},
+            "thresholds": thresholds_summary(self.specs[0]),
             "pairing": [[list(p) for p in rnd] for rnd in pairing_rounds([s.node for s in self.specs])],
             "hosts": {name: b.as_dict() for name, b in self.hosts.items()},
             "cluster": self.cluster.as_dict(),
@@ -486,27 +486,6 @@ def training_summary(result: TrainingResult, node0: str, single: dict[str, Train
         "single_node_tokens_per_s": {node: f.tokens_per_s for node, f in sorted(single.items())},
         "single_node_loss": dict(sorted((single_loss or {}).items())),
         "ran": {"torch": final.torch_version, "cuda": final.cuda_version, "nccl": final.nccl_version},
-    }
-
-
-def inventory_summary(loaded: LoadedInventory, specs: Sequence[NodeSpec]) -> dict[str, Any]:
-    inv = loaded.inventory
-    return {"path": str(loaded.path), "sha256": sha256_file(loaded.path), "cluster": inv.cluster.name,
-            "sku": inv.cluster.sku, "os": inv.cluster.os, "matrix": inv.cluster.matrix,
-            "nodes": [s.node for s in specs], "gpus_per_node": specs[0].hardware.gpu_count if specs else 0,
-            "gpu_model": specs[0].hardware.gpu_model if specs else ""}
-
-
-def matrix_summary(spec: NodeSpec) -> dict[str, Any]:
-    """Every pinned package of the matrix for this OS, by component (the report's exact matrix)."""
-    return {
-        "name": spec.matrix,
-        "driver": {"version": spec.driver_version, "branch": spec.driver_branch, "flavour": spec.driver_flavour},
-        "components": [
-            {"component": c.name, "version": c.version, "enabled": c.enabled, "reason": c.reason,
-             "packages": [{"name": p.name, "version": p.version, "pin": p.pin} for p in c.packages]}
-            for c in spec.components.values()
-        ],
     }
 
 

@@ -35,6 +35,7 @@ from gpuctl import __version__
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
 from gpuctl.report.chart import ThresholdLine, loss_chart, nccl_chart, size_label
+from gpuctl.runcontext import inventory_summary, matrix_summary
 from gpuctl.runrecord import RunRecord, now_iso, runs_root, sha256_file
 from gpuctl.spec import resolve
 
@@ -383,8 +384,6 @@ def _inventory_from_file(meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     path = inv.get("path")
     if not path or not Path(path).is_file() or sha256_file(path) != inv.get("sha256"):
         return None
-    from gpuctl.bench.run import inventory_summary, matrix_summary
-
     loaded = load_inventory(path)
     specs = resolve(loaded)
     return inventory_summary(loaded, specs), matrix_summary(specs[0])

@@ -50,7 +50,6 @@ LOCAL_IMPORT_REASONS: dict[tuple[str, str], str] = {
     ("gpuctl.mirror", "gpuctl.bench.remote"): PATCH_ORDER,
     ("gpuctl.mirror", "gpuctl.rolerun"): PATCH_ORDER,
     ("gpuctl.preflight", "gpuctl.bench.remote"): PATCH_ORDER,
-    ("gpuctl.report.gather", "gpuctl.bench.run"): PATCH_ORDER,
     ("gpuctl.rolerun", "gpuctl.runner.engine"): PATCH_ORDER,
     ("gpuctl.rolerun", "gpuctl.runner.inventory"): PATCH_ORDER,
     ("gpuctl.turnkey_stages", "gpuctl.runner.run"): PATCH_ORDER,
