@@ -439,7 +439,10 @@ class BenchRun:
             "matrix": matrix_summary(self.specs[0]),
             "thresholds": thresholds_summary(self.specs[0]),
             "pairing": [[list(p) for p in rnd] for rnd in pairing_rounds([s.node for s in self.specs])],
-            "hosts": {name: b.as_dict() for name, b in self.hosts.items()},
+            # each node's own effective thresholds (the top-level ones, the first node's, judge the
+            # cluster rows); the report shows a node's rows against its own
+            "hosts": {name: {**b.as_dict(), "thresholds": thresholds_summary(self.by_name[name])}
+                      for name, b in self.hosts.items()},
             "cluster": self.cluster.as_dict(),
             "nccl_series": sorted(self.series, key=lambda x: ("multi" in x["test"], x["label"], x["test"])),
             "training": self.training,
@@ -496,9 +499,10 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
 
     Shape: {suite, run_id, started, finished, status, inventory{path, sha256, cluster, sku, os,
     matrix, nodes, gpus_per_node, gpu_model}, thresholds{name: {min|max, warn_below|warn_above,
-    not_applicable, source}} (the first node's effective ones), matrix{name, driver, components[{component,
-    version, enabled, reason, packages[{name, version, pin}]}]}, pairing[[[a, b], …] per round],
-    hosts{name: {status, results[…], tests[…]}}, cluster{status, results, tests},
+    not_applicable, source}} (the first node's effective ones, for the cluster rows), matrix{name,
+    driver, components[{component, version, enabled, reason, packages[{name, version, pin}]}]},
+    pairing[[[a, b], …] per round], hosts{name: {status, results[…], tests[…], thresholds{…} (the
+    node's own)}}, cluster{status, results, tests},
     nccl_series[{label, test, gpus, points[[size_bytes, busbw_gb_s], …]}], training{nodes, endpoint,
     head, versions{node: {python, torch, cuda, nccl, gpus}}, argv{node: [...]}, rank0_node, loss[[step, loss]],
     ranks[{rank, node, host, checksum, differs}], ranks_agree, world_size, model, backend, tokens_per_s,
