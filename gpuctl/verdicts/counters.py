@@ -9,13 +9,7 @@ from gpuctl.catalog import Sku, load_health
 from gpuctl.parsers.ib_counters import IbCountersResult
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult
 from gpuctl.remediation import Remediation
-from gpuctl.verdicts.core import (
-    NODE,
-    Status,
-    Subject,
-    Verdict,
-    partial_paste,
-)
+from gpuctl.verdicts.core import NODE, Status, Subject, Verdict, partial_paste
 
 # ---------------------------------------------------------------- error counters: the change between two samples
 

@@ -9,16 +9,7 @@ from gpuctl.catalog import Measured, Sku, load_health, outside_workload
 from gpuctl.parsers.ibstat import IbPort, IbstatResult
 from gpuctl.parsers.perftest import BwResult, LatResult
 from gpuctl.remediation import Remediation
-from gpuctl.verdicts.core import (
-    NODE,
-    Status,
-    Subject,
-    Verdict,
-    _fmt,
-    _threshold,
-    judge,
-    judge_fact,
-)
+from gpuctl.verdicts.core import NODE, Status, Subject, Verdict, _fmt, _threshold, judge, judge_fact
 
 # ---------------------------------------------------------------- ibstat
 

@@ -13,16 +13,7 @@ from gpuctl.parsers.nvlink import TOOL as NVLINK_TOOL
 from gpuctl.parsers.nvlink import NvlinkResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
-from gpuctl.verdicts.core import (
-    NODE,
-    Status,
-    Subject,
-    Verdict,
-    _threshold,
-    judge,
-    judge_fact,
-    partial_paste,
-)
+from gpuctl.verdicts.core import NODE, Status, Subject, Verdict, _threshold, judge, judge_fact, partial_paste
 from gpuctl.xidpolicy import FAIL, PASS, WARN, xid_findings
 
 # ---------------------------------------------------------------- nvidia-smi
@@ -378,8 +369,6 @@ def judge_nvlink(result: NvlinkResult, sku: Sku | None = None, subject: Subject 
                 message=(f"links {', '.join(f'{x.link} at {x.speed_gb_s:g}' for x in slow)} GB/s, below "
                          f"{per_link:.3g} GB/s per link")))
     return out
-
-
 
 
 # ---------------------------------------------------------------- bandwidth

@@ -10,16 +10,7 @@ from gpuctl.catalog import Measured, Sku
 from gpuctl.parsers.nccl import NcclResult
 from gpuctl.parsers.nccl_log import WC_STATUS_SOURCE, IbCompletion, NcclLogResult
 from gpuctl.remediation import Remediation
-from gpuctl.verdicts.core import (
-    NODE,
-    Status,
-    Subject,
-    Verdict,
-    _fmt,
-    _threshold,
-    judge,
-    judge_fact,
-)
+from gpuctl.verdicts.core import NODE, Status, Subject, Verdict, _fmt, _threshold, judge, judge_fact
 
 # ---------------------------------------------------------------- nccl-tests
 
@@ -114,8 +105,6 @@ def _gpus_per_node(result: NcclResult) -> int | None:
         return None
     per, rest = divmod(result.gpus, result.nodes)
     return per if rest == 0 and per > 0 else None
-
-
 
 
 # ---------------------------------------------------------------- NCCL debug log: NET/IB completion errors

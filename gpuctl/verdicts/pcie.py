@@ -9,13 +9,7 @@ from gpuctl.catalog import Measured, Sku, outside_workload
 from gpuctl.parsers.lspci import LspciResult, PciDevice
 from gpuctl.parsers.topo import PCIE_PATHS, TopoResult, path_rank
 from gpuctl.remediation import Remediation
-from gpuctl.verdicts.core import (
-    NODE,
-    Status,
-    Subject,
-    Verdict,
-    judge_fact,
-)
+from gpuctl.verdicts.core import NODE, Status, Subject, Verdict, judge_fact
 
 # ---------------------------------------------------------------- lspci -vvv: ACS and AER
 
@@ -97,8 +91,6 @@ def judge_aer(devices: Sequence[PciDevice], subject: Subject = NODE) -> list[Ver
 def judge_lspci(result: LspciResult, sku: Sku | None = None, subject: Subject = NODE) -> list[Verdict]:
     """ACS redirect (`judge_acs`) and AER status (`judge_aer`) of an `lspci -vvv`."""
     return [*judge_acs(result.devices, subject), *judge_aer(result.devices, subject)]
-
-
 
 
 # ---------------------------------------------------------------- topo -m

@@ -9,15 +9,7 @@ from gpuctl.catalog import Measured, Sku
 from gpuctl.parsers.fio import RW_INFERRED, FioJob, FioResult
 from gpuctl.parsers.gdsio import GdsioResult
 from gpuctl.remediation import Remediation
-from gpuctl.verdicts.core import (
-    NODE,
-    Status,
-    Subject,
-    Verdict,
-    _fmt,
-    _threshold,
-    judge,
-)
+from gpuctl.verdicts.core import NODE, Status, Subject, Verdict, _fmt, _threshold, judge
 
 # ---------------------------------------------------------------- fio
 
@@ -99,8 +91,6 @@ def judge_fio(result: FioResult, sku: Sku | None = None, subject: Subject = NODE
             "it; keep fio's whole report (or use --output-format=json) so random and sequential I/O can be told "
             "apart"))
     return out
-
-
 
 
 # ---------------------------------------------------------------- gdsio

@@ -9,16 +9,7 @@ from dataclasses import dataclass, replace
 from gpuctl.catalog import Sku, load_health
 from gpuctl.parsers.training import LauncherLog, TrainingFinal, TrainingResult
 from gpuctl.remediation import Remediation
-from gpuctl.verdicts.core import (
-    NODE,
-    Status,
-    Subject,
-    Verdict,
-    _threshold,
-    could_not_run,
-    judge,
-    judge_fact,
-)
+from gpuctl.verdicts.core import NODE, Status, Subject, Verdict, _threshold, could_not_run, judge, judge_fact
 
 # ---------------------------------------------------------------- training
 
