@@ -223,3 +223,20 @@ def test_roce_dscp_may_be_left_out_and_then_follows_the_traffic_class() -> None:
     load_inventory_text(ROCE.replace(", dscp: 26", "").replace("traffic_class: 106", "traffic_class: 98"), "inv.yaml",
                         base_dir=inventories_dir())
     load_inventory_text(ROCE, "inv.yaml", base_dir=inventories_dir())  # 26 = 106 >> 2
+
+
+# ------------------------------------------------------------------ the per-subject validators (issue 18)
+def test_every_subject_validator_runs_and_names_its_component() -> None:
+    """A `*_problems` rule left out of VALIDATORS would never run; each names the component it
+    belongs to (`core` or a roles/<name>), where it moves once components declare themselves."""
+    import inspect
+
+    from gpuctl import inventory_semantics as sem
+    from gpuctl.paths import roles_dir
+
+    rules = [f for f in vars(sem).values() if inspect.isfunction(f) and f.__module__ == sem.__name__
+             and list(inspect.signature(f).parameters) == ["inv", "sku", "found"]]
+    assert rules and set(rules) == set(sem.VALIDATORS) and len(sem.VALIDATORS) == len(set(sem.VALIDATORS))
+    for f in rules:
+        owner = (f.__doc__ or "").strip().rsplit("(", 1)[-1].rstrip(")")
+        assert owner == "core" or (roles_dir() / owner).is_dir(), f"{f.__name__}: '{owner}' is no component"
