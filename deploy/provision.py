@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+from gpuctl.deploy_context import node_spec
 from gpuctl.runner.roles import RoleChoice, load_role, select_roles
 
 
@@ -45,7 +46,6 @@ def _env_list(name: str) -> tuple[str, ...]:
 
 def _cli_main() -> None:
     """Entry when executed by the plain `pyinfra` CLI."""
-    from gpuctl.deploy_context import node_spec
 
     choices = select_roles([node_spec()], only=_env_list("GPUCTL_ONLY"), skip=_env_list("GPUCTL_SKIP"))
     provision(choices)

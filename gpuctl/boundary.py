@@ -19,6 +19,7 @@ matches before a final newline), none splitting a value on whitespace before it 
 
 from __future__ import annotations
 
+import ipaddress
 import posixpath
 import re
 import unicodedata
@@ -169,3 +170,16 @@ def catalog_name_problem(value: str, what: str) -> str | None:
                 f"{value!r} is not a {what} name: give the catalog name (letters, digits, . _ + -; no '/', "
                 "'..' or .yaml)")
     return None
+
+
+_HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+
+
+def is_host(value: str) -> bool:
+    """An IPv4/IPv6 address or an RFC 1123 host name."""
+    try:
+        ipaddress.ip_address(value)
+        return True
+    except ValueError:
+        return bool(_HOSTNAME.fullmatch(value))

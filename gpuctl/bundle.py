@@ -31,7 +31,10 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.errors import InputError
+from gpuctl.fileio import read_bytes
 from gpuctl.redact import redact
+from gpuctl.report.gather import build_report
+from gpuctl.report.render import render
 from gpuctl.runrecord import RunRecord
 
 log = logging.getLogger(__name__)
@@ -72,11 +75,6 @@ class BundleResult:
 
 def _report(report_ref: str | None, root: Path | None) -> tuple[dict[str, bytes], str]:
     """report.html + report.json through gpuctl.report, or ({}, why not)."""
-    try:
-        from gpuctl.report.gather import build_report
-        from gpuctl.report.render import render
-    except ImportError as exc:
-        return {}, f"gpuctl.report is not available ({exc})"
     try:
         data = build_report(report_ref or "latest", root)
     except InputError as exc:
@@ -126,7 +124,6 @@ def make_bundle(runs: Sequence[RunRecord], out: str | Path, *, lock_file: str | 
         lp = Path(lock_file)
         if not lp.is_file():
             raise InputError(f"{lp}: no lock file; run `gpuctl lock` first")
-        from gpuctl.fileio import read_bytes
 
         add(f"lock/{lp.name}", read_bytes(lp, what="lock file"), str(lp))
     for rec in runs:

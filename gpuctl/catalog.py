@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpuctl.boundary import catalog_name_problem
 from gpuctl.errors import InputError
 from gpuctl.paths import catalog_dir
 from gpuctl.validation import validate_document
@@ -308,7 +309,6 @@ def sku_names() -> list[str]:
 def load_sku(name: str) -> Sku:
     """The SKU named `name`; InputError naming the known SKUs if there is none. Only a plain
     catalog name is looked up (never a path: `../../x` would load any YAML file as a SKU)."""
-    from gpuctl.boundary import catalog_name_problem
 
     problem = catalog_name_problem(name, "SKU")
     if problem:

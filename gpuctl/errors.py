@@ -47,9 +47,3 @@ class ExecutionError(GpuctlError):
     """gpuctl itself could not run (connection setup, missing tools, lab failure)."""
 
     exit_code = ExitCode.EXECUTION
-
-
-class ChecksFailed(GpuctlError):
-    """Checks or benchmarks ran and at least one failed."""
-
-    exit_code = ExitCode.CHECKS_FAILED

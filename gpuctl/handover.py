@@ -19,8 +19,6 @@ Never locking everyone out:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import os
 import shutil
@@ -32,15 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl.errors import ExecutionError, InputError
-from gpuctl.inventory import Account, LoadedInventory
+from gpuctl.fileio import read_text
+from gpuctl.inventory import LoadedInventory
+from gpuctl.pubkey import key_blob, parse_public_key
 from gpuctl.runrecord import RunRecord
+from gpuctl.spec import resolve
 
 log = logging.getLogger(__name__)
 
-KEY_TYPES = (
-    "ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
-    "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com",
-)
 PROBE_MARK = "gpuctl-login-probe"
 LOGIN_OK = "gpuctl-login-ok"
 
@@ -53,35 +50,6 @@ def render(template: str, **values: Any) -> str:
     from gpuctl.operations import render as render_template
 
     return render_template("handover", template, **values)
-
-
-def parse_public_key(text: str, where: str = "key") -> str:
-    """A one-line OpenSSH public key, normalised to 'type base64 [comment]'.
-
-    InputError for a private key, options, an unknown type or a blob that does not
-    decode to the type it claims."""
-    line = text.strip()
-    if "PRIVATE KEY" in line:
-        raise InputError(f"{where}: this is a private key; give the public key (.pub) only")
-    if "\n" in line or not line:
-        raise InputError(f"{where}: expected one public key line like 'ssh-ed25519 AAAA… user@host'")
-    parts = line.split(None, 2)
-    if len(parts) < 2 or parts[0] not in KEY_TYPES:
-        raise InputError(f"{where}: {parts[0] if parts else line!r} is not a supported key type "
-                         f"({', '.join(KEY_TYPES)}); authorized_keys options are not accepted")
-    try:
-        blob = base64.b64decode(parts[1], validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise InputError(f"{where}: the key data is not base64") from exc
-    n = int.from_bytes(blob[:4], "big") if len(blob) >= 4 else -1
-    if blob[4:4 + n].decode(errors="replace") != parts[0]:
-        raise InputError(f"{where}: the key data is not a {parts[0]} key")
-    return " ".join(parts)
-
-
-def key_blob(public_key: str) -> str:
-    """The base64 field of a public key line (how authorized_keys lines are matched)."""
-    return public_key.split()[1]
 
 
 @dataclass(frozen=True)
@@ -112,10 +80,6 @@ class HandoverPlan:
     login_check: LoginCheck | None = field(default=None, compare=False)
 
 
-def sudoers_text(account: Account, rule: str = "ALL=(ALL:ALL) NOPASSWD: ALL") -> str:
-    return render("sudoers.j2", user=account.name, rule=rule)
-
-
 def home_of(user: str) -> str:
     return "/root" if user == "root" else f"/home/{user}"
 
@@ -129,8 +93,6 @@ def provider_public_key(loaded: LoadedInventory) -> str:
         raise InputError("handover.remove_provider_key: the inventory names no ssh.key whose public half to remove")
     pub = Path(key + ".pub")
     if pub.is_file():
-        from gpuctl.fileio import read_text
-
         return parse_public_key(read_text(pub, what="public key file"), str(pub))
     if not Path(key).is_file():
         raise InputError(f"handover.remove_provider_key: {key} not found")
@@ -251,7 +213,6 @@ def handover(loaded: LoadedInventory, limit: Sequence[str] = (), record: RunReco
              *, login_check: LoginCheck | None = None) -> HandoverOutcome:
     """Run roles/handover on the selected nodes (accounts, keys, sudo, provider key)."""
     from gpuctl.rolerun import load_delivery_role, run_deploy
-    from gpuctl.spec import resolve
 
     specs = resolve(loaded, tuple(limit))
     if not loaded.inventory.handover.accounts:

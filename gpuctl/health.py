@@ -31,10 +31,17 @@ from typing import Any
 
 from gpuctl import healthpolicy as hp
 from gpuctl.catalog import Health, load_health, load_sku
+from gpuctl.checks import paramiko_backend
 from gpuctl.checks.model import CouldNotRun
 from gpuctl.checks.probe import Probe
-from gpuctl.errors import InputError
+from gpuctl.checks.runner import _inventory_ssh
+from gpuctl.checks.sshconfig import render_ssh_config
+from gpuctl.errors import GpuctlError, InputError
+from gpuctl.fileio import load_json, private_dir, write_private
 from gpuctl.inventory import LoadedInventory
+from gpuctl.lock import load_lock, lock_path
+from gpuctl.paths import state_dir
+from gpuctl.runrecord import now_iso
 from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -196,15 +203,11 @@ def _fetch_at_once(steps: Sequence[Callable[[], Any]]) -> None:
 # ---------------------------------------------------------------- state (previous samples)
 
 def state_file(cluster: str, node: str) -> Path:
-    from gpuctl.paths import state_dir
-
     return state_dir() / "health" / cluster / f"{node}.json"
 
 
 def load_previous(cluster: str, node: str) -> dict[str, Any] | None:
     """The node's last sample, or None (first run, or a file gpuctl cannot read: a new baseline)."""
-    from gpuctl.errors import GpuctlError
-    from gpuctl.fileio import load_json
 
     path = state_file(cluster, node)
     if not path.exists():
@@ -218,9 +221,6 @@ def load_previous(cluster: str, node: str) -> dict[str, Any] | None:
 
 
 def save_sample(cluster: str, node: str, sample: Mapping[str, Any]) -> None:
-    from gpuctl.fileio import private_dir, write_private
-    from gpuctl.runrecord import now_iso
-
     path = state_file(cluster, node)
     private_dir(path.parent.parent.parent)
     private_dir(path.parent.parent)
@@ -236,10 +236,6 @@ HostFactory = Callable[[NodeSpec], Any]
 def _ssh_hosts(loaded: LoadedInventory, specs: Sequence[NodeSpec], work: Path) -> HostFactory:
     """testinfra hosts as verify makes them: `gpuctl://NODE` with the run's ssh_config."""
     import testinfra
-
-    from gpuctl.checks import paramiko_backend
-    from gpuctl.checks.runner import _inventory_ssh
-    from gpuctl.checks.sshconfig import render_ssh_config
 
     paramiko_backend.register()
     key, known_hosts, strict, connect_timeout = _inventory_ssh(loaded)
@@ -317,8 +313,6 @@ def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: P
                     cond.wait(max(0.01, wait))
     finally:
         with contextlib.suppress(Exception):
-            from gpuctl.checks import paramiko_backend
-
             paramiko_backend.close_all()
         shutil.rmtree(work, ignore_errors=True)
     ordered = {s.node: results[s.node] for s in specs}
@@ -333,8 +327,6 @@ def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: P
 
 
 def _lock_firmware(loaded: LoadedInventory) -> dict[str, dict[str, str]] | None:
-    from gpuctl.lock import load_lock, lock_path
-
     path = lock_path(loaded.path)
     if not path.is_file():
         return None

@@ -407,7 +407,7 @@ def _judge(t: Type | None, value: Any, sub: Sub, out: list[tuple[Sub, str]], key
                 out.append(((*sub, i), f"holds the control character {control_character(x)}"))
                 return
     elif not isinstance(value, str):
-        return  # numbers and flags: the shape check (inventory.knob_value_problem) judges them
+        return  # numbers and flags: the shape check (inventory_semantics.knob_value_problem) judges them
     elif control_character(value):
         out.append((sub, f"holds the control character {control_character(value)}"))
         return

@@ -31,13 +31,16 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
 from gpuctl.boundary import control_character
+from gpuctl.deploy_context import node_spec, run_options
+from gpuctl.errors import InputError
+from gpuctl.knobs import knob_problems
 from gpuctl.matrix import Package
 from gpuctl.parsers.boot import BootState
 from gpuctl.parsers.files import FileState
 from gpuctl.parsers.kernel import LoadedModule
 from gpuctl.parsers.packages import PackageSnapshot, normalize_evr
 from gpuctl.parsers.systemd import UnitState
-from gpuctl.paths import templates_dir
+from gpuctl.paths import roles_dir, templates_dir
 from gpuctl.redact import holds_secret
 
 # the one quoting place and its composers (re-exported: roles import them from here)
@@ -45,6 +48,7 @@ from gpuctl.shellcmd import OR_TRUE as OR_TRUE
 from gpuctl.shellcmd import QUIET as QUIET
 from gpuctl.shellcmd import and_then, pipe, sh
 from gpuctl.shellcmd import or_else as or_else
+from gpuctl.yamlsrc import load_yaml, parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -439,12 +443,6 @@ def role_knobs(role: str) -> dict[str, object]:
     values are judged here by the same typed rule (`gpuctl.knobs.knob_problems`), and a
     value it refuses raises InputError (the host fails before any command).
     """
-    from gpuctl.deploy_context import node_spec, run_options
-    from gpuctl.errors import InputError
-    from gpuctl.knobs import knob_problems
-    from gpuctl.paths import roles_dir
-    from gpuctl.yamlsrc import load_yaml, parse_yaml
-
     path = roles_dir() / role / "defaults.yaml"
     data = load_yaml(path)[0] or {}
     extra = run_options().extra

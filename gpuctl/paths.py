@@ -17,7 +17,6 @@ from pathlib import Path
 from gpuctl.errors import InputError
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-SHARE_DIRS = ("roles", "templates", "matrices", "catalog", "deploy", "inventories")
 
 
 @cache

@@ -20,9 +20,9 @@ from gpuctl.inventory import LoadedInventory
 from gpuctl.parsers.ibstat import IbCa, IbPort, parse_sysfs_ports
 from gpuctl.parsers.kernel import parse_meminfo_kib
 from gpuctl.parsers.os_release import parse_os_release
+from gpuctl.remediation import Remediation
 from gpuctl.spec import NodeSpec
 from gpuctl.verdicts import (
-    Remediation,
     Status,
     Subject,
     Verdict,
@@ -31,6 +31,7 @@ from gpuctl.verdicts import (
     judge_pcie_gen_max,
     judge_pcie_width,
     judge_port_rate,
+    overall,
 )
 
 # Each section starts with a line "### <name>"; the script never fails as a whole.
@@ -281,8 +282,6 @@ class PreflightResult:
     racks: list[dict[str, object]]
 
     def status(self, node: str) -> Status:
-        from gpuctl.verdicts import overall
-
         return overall(self.verdicts[node])
 
     @property

@@ -22,6 +22,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gpuctl.errors import InputError
+from gpuctl.yamlsrc import load_yaml
+
 MARK = "[redacted]"
 
 # A name that holds a secret: ends with one of the secret words (`bmc_password`,
@@ -215,10 +218,6 @@ def add_known(values: Iterable[str]) -> None:
             _KNOWN.add(v)
 
 
-def clear_known() -> None:
-    _KNOWN.clear()
-
-
 def secret_key(name: object) -> bool:
     """True for a mapping key that names a secret (password, bmc_pass, api_token, …)."""
     return isinstance(name, str) and bool(_SECRET_KEY.match(name))
@@ -357,8 +356,6 @@ def known_in(obj: Any) -> set[str]:
 def known_from_files(paths: Iterable[str | Path | None]) -> None:
     """Register the secrets of the given YAML files (inventory, matrix); unreadable files
     are skipped (their loaders report them)."""
-    from gpuctl.errors import InputError
-    from gpuctl.yamlsrc import load_yaml
 
     for p in paths:
         if p is None:

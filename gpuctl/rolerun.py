@@ -21,6 +21,9 @@ from typing import Any
 from gpuctl.deploy_context import RunOptions
 from gpuctl.errors import InputError
 from gpuctl.inventory import LoadedInventory
+from gpuctl.runner.bootstrap import ensure_patched, raise_nofile_limit
+from gpuctl.runner.logroute import engine_logs_to
+from gpuctl.runner.roles import load_role
 from gpuctl.runrecord import RunRecord, redact
 from gpuctl.spec import NodeSpec
 
@@ -31,8 +34,6 @@ DELIVERY_ROLES: tuple[str, ...] = ("handover", "package_mirror")
 
 def load_delivery_role(name: str, base: Path | None = None) -> ModuleType:
     """Load `roles/<name>/install.py` for a role outside ROLE_ORDER (handover, mirror)."""
-    from gpuctl.runner.roles import load_role
-
     return load_role(name, base, known=DELIVERY_ROLES)
 
 
@@ -67,12 +68,10 @@ def run_deploy(loaded: LoadedInventory, specs: Sequence[NodeSpec], deploy: Calla
     `compose=True` passes `on_role=engine.mark_role` (deploy/provision.py's `provision`).
     Writes `stages/<command>.json` and `raw/<node>/<command>-commands.log` into `record`,
     pyinfra's and paramiko's logs to its `pyinfra.log` (never the terminal)."""
-    from gpuctl.runner.bootstrap import ensure_patched, raise_nofile_limit
 
     ensure_patched()
     from gpuctl.runner.engine import Engine
     from gpuctl.runner.inventory import SshSettings, ssh_targets
-    from gpuctl.runner.logroute import engine_logs_to
 
     specs = list(specs)
     if not specs:

@@ -37,6 +37,7 @@ from typing import Any
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.fileio import parse_json, private_dir
 from gpuctl.paths import state_dir
+from gpuctl.yamlsrc import load_yaml
 
 #: Commands that change nodes or deliver them; read-only ones (plan, verify, report) never lock.
 MUTATING = frozenset({"provision", "rebuild", "turnkey", "handover", "mirror", "bench"})
@@ -65,7 +66,6 @@ _HELD: dict[Path, Held] = {}
 def cluster_of(inventory: str | Path) -> str:
     """The cluster name an inventory declares (for callers that did not load it); the
     inventory's inode when it names none."""
-    from gpuctl.yamlsrc import load_yaml
 
     data, _ = load_yaml(inventory)
     cluster = data.get("cluster") if isinstance(data, dict) else None

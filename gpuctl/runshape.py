@@ -64,7 +64,7 @@ STAGES: dict[str, dict[str, Any]] = {
     "bench": {
         "status": TEXT, "suite": TEXT, "run_id": TEXT,
         "thresholds": MapOf(_THRESHOLD),
-        "hosts": MapOf({"status": TEXT, "results": ListOf(_RESULT)}),
+        "hosts": MapOf({"status": TEXT, "results": ListOf(_RESULT), "thresholds": MapOf(_THRESHOLD)}),
         "cluster": {"results": ListOf(_RESULT)},
         "nccl_series": ListOf({"label": TEXT, "test": TEXT, "points": ListOf(Pair())}),
         "inventory": {"nodes": ListOf(TEXT), "cluster": TEXT, "sku": TEXT, "gpu_model": TEXT, "os": TEXT,

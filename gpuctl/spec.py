@@ -10,7 +10,6 @@ verify exactly this; nothing downstream computes a version.
 
 from __future__ import annotations
 
-import ipaddress
 from functools import cache
 from typing import Any, Literal
 
@@ -21,7 +20,8 @@ from gpuctl.errors import InputError
 from gpuctl.inventory import Inventory, LoadedInventory, Node
 from gpuctl.matrix import Package
 from gpuctl.parsers.nccl_env import exact_list
-from gpuctl.paths import catalog_dir
+from gpuctl.paths import catalog_dir, roles_dir
+from gpuctl.repocache import apply_cache
 from gpuctl.rules import check_matrix, failures
 from gpuctl.yamlsrc import load_yaml
 
@@ -102,7 +102,6 @@ class FabricSpec(_Spec):
     ipoib_mode: Literal["connected", "datagram"] | None = None
     roce_gid_index: int | Literal["auto"] | None = None
     roce_traffic_class: int | None = None
-    roce_dscp: int | None = None
     roce_pfc_priority: int | None = None
     roce_ecn: bool | None = None
     soft_roce: bool = False
@@ -317,12 +316,12 @@ def _fabric(loaded: LoadedInventory, node: Node) -> FabricSpec:
     return FabricSpec(
         type="roce", rate_gbps=f.rate_gbps, link_layer="Ethernet", ports=ports,
         mtu=r.mtu if r else 4200, roce_gid_index=r.gid_index if r else "auto",
-        roce_traffic_class=r.traffic_class if r else 106, roce_dscp=r.dscp if r else 26,
+        roce_traffic_class=r.traffic_class if r else 106,
         roce_pfc_priority=r.pfc_priority if r else 3, roce_ecn=r.ecn if r else True, soft_roce=f.soft_roce,
     )
 
 
-def _nccl_conf(fabric: FabricSpec, vlans: tuple[VlanSpec, ...], mgmt_hint: str | None) -> dict[str, str]:
+def _nccl_conf(fabric: FabricSpec) -> dict[str, str]:
     conf: dict[str, str] = {}
     if fabric.type == "none":
         return conf
@@ -464,7 +463,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
                 "net.core.wmem_max": "134217728", "kernel.numa_balancing": "0"},
         sysctl_minimums=("net.core.rmem_max", "net.core.wmem_max", "vm.max_map_count"),
         repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
-        nccl_conf=_nccl_conf(fabric, vlans, None), thresholds=thresholds, roles=roles,
+        nccl_conf=_nccl_conf(fabric), thresholds=thresholds, roles=roles,
         role_vars=dict(inv.role_vars), node_kind=kind, train_env=_train_env_index(train_env_spec(matrix, fam), inv),
     )
 
@@ -473,7 +472,7 @@ def _train_env_index(te: TrainEnvSpec | None, inv: Inventory) -> TrainEnvSpec | 
     """With a cluster mirror (repos.mirror: air-gapped), the training environment's wheels come
     from `<mirror>/gpuctl/wheels/simple` (a tree `gpuctl mirror wheels INVENTORY DEST` writes),
     like the other files gpuctl fetches from a mirror; a cache host serving wheels overrides it
-    (gpuctl.mirror.apply_cache)."""
+    (gpuctl.repocache.apply_cache)."""
     if te is None or not inv.repos.mirror:
         return te
     return te.model_copy(update={"index_url": inv.repos.mirror.rstrip("/") + "/gpuctl/wheels/simple"})
@@ -502,8 +501,6 @@ def train_env_default(key: str) -> Any:
 
 @cache
 def _train_env_defaults() -> dict[str, Any]:
-    from gpuctl.paths import roles_dir
-
     path = roles_dir() / "train_env" / "defaults.yaml"
     data, _ = load_yaml(path) if path.is_file() else ({}, None)
     return dict(data or {})
@@ -546,10 +543,4 @@ def resolve(loaded: LoadedInventory, limit: tuple[str, ...] | list[str] = ()) ->
     specs = [resolve_node(loaded, n) for n in loaded.inventory.select(limit)]
     if loaded.inventory.repos.cache_host is None:
         return specs
-    from gpuctl.mirror import apply_cache  # repos.cache_host: nodes fetch through the cluster's cache
-
-    return apply_cache(loaded, specs)
-
-
-def address_in(cidr: str, address: str) -> bool:
-    return ipaddress.IPv4Address(address.split("/")[0]) in ipaddress.IPv4Network(cidr)
+    return apply_cache(loaded, specs)  # repos.cache_host: nodes fetch through the cluster's cache

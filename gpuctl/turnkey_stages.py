@@ -15,6 +15,12 @@ from typing import Any
 
 from rich.console import Console
 
+from gpuctl.bench import suites
+from gpuctl.bundle import make_bundle
+from gpuctl.handover import handover
+from gpuctl.lock import lock
+from gpuctl.preflight import run_preflight
+from gpuctl.runner.bootstrap import ensure_patched
 from gpuctl.turnkey import STAGES, StageFn, StageOutcome, TurnkeyContext
 
 log = logging.getLogger(__name__)
@@ -26,8 +32,6 @@ def _first(items: list[str], n: int = 4) -> str:
 
 
 def preflight_stage(ctx: TurnkeyContext) -> StageOutcome:
-    from gpuctl.preflight import run_preflight
-
     result = run_preflight(ctx.loaded, ctx.specs, ctx.record)
     problems = [v.message for vs in result.verdicts.values() for v in vs if v.status.value in ("fail", "error")]
     if result.failed:
@@ -36,8 +40,6 @@ def preflight_stage(ctx: TurnkeyContext) -> StageOutcome:
 
 
 def _provision(ctx: TurnkeyContext, verify: bool = False) -> tuple[int, dict[str, Any]]:
-    from gpuctl.runner.bootstrap import ensure_patched
-
     ensure_patched()
     from gpuctl.runner.run import RunRequest, execute
 
@@ -73,7 +75,6 @@ def verify_stage(ctx: TurnkeyContext) -> StageOutcome:
 
 
 def bench_stage(ctx: TurnkeyContext) -> StageOutcome:
-    from gpuctl.bench import suites
     from gpuctl.bench.run import run_bench
 
     suite = suites.SUITES[str(ctx.options.get("suite", "acceptance"))]
@@ -91,9 +92,6 @@ def handover_stage(ctx: TurnkeyContext) -> StageOutcome:
     """Lock what is installed, hand the nodes over (customer accounts, sudo, provider key
     removal last — after it, root SSH with the provider key may be gone), then build the
     delivery bundle locally."""
-    from gpuctl.bundle import make_bundle
-    from gpuctl.handover import handover
-    from gpuctl.lock import lock
 
     limit = tuple(s.node for s in ctx.specs)
     locked = lock(ctx.loaded, limit, ctx.record)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from gpuctl.boundary import control_problems
 from gpuctl.errors import InputError
 from gpuctl.yamlsrc import FieldPath, SourceMap, format_path
 
@@ -97,7 +98,6 @@ def refuse_control_characters(data: Any, smap: SourceMap, what: str) -> None:
     """The typed boundary's first rule, for every data file (inventory, matrix, SKU): no
     string anywhere holds a control character (gpuctl.boundary); InputError naming each
     `file:line: field`, before any value is interpreted."""
-    from gpuctl.boundary import control_problems
 
     bad = [Problem(where, path, message) for where, path, message in control_problems(data, smap)]
     if bad:

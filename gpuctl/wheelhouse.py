@@ -11,7 +11,7 @@ skipped silently.
 
 Where it runs: `gpuctl mirror wheels INVENTORY DEST` fills a folder here; without DEST it fills
 the cluster cache's folder ON the cache host (roles/package_mirror with package_mirror_wheels,
-which serves it; `gpuctl.mirror.apply_cache` points every node's train_env at it): this module
+which serves it; `gpuctl.repocache.apply_cache` points every node's train_env at it): this module
 needs only the standard library, so `remote_fill_script` sends its own source to the cache
 host's python3 with the job as JSON, and the cache host fetches through the inventory's
 upstream proxy when there is one.

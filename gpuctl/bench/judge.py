@@ -23,9 +23,9 @@ from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
 from gpuctl.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
 from gpuctl.parsers.training import TrainingResult, parse_training_log
 from gpuctl.provenance import emulated_source
+from gpuctl.remediation import Remediation
 from gpuctl.spec import NodeSpec
 from gpuctl.verdicts import (
-    Remediation,
     Status,
     Subject,
     Verdict,

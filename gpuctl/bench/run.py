@@ -38,11 +38,12 @@ from gpuctl.parsers.training import (
     parse_torch_probe,
     parse_training_log,
 )
-from gpuctl.runrecord import RunRecord, now_iso, sha256_file
+from gpuctl.remediation import Remediation
+from gpuctl.runcontext import inventory_summary, matrix_summary, thresholds_summary
+from gpuctl.runrecord import RunRecord, now_iso
 from gpuctl.spec import NodeSpec, train_env_knob
 from gpuctl.verdicts import (
     Launch,
-    Remediation,
     Status,
     Subject,
     Verdict,
@@ -436,10 +437,12 @@ class BenchRun:
             "status": overall(every).value,
             "inventory": inventory_summary(self.loaded, self.specs),
             "matrix": matrix_summary(self.specs[0]),
-            "thresholds": {k: t.model_dump(exclude_none=True, exclude_defaults=True) | {"source": t.source}
-                           for k, t in sorted(self.specs[0].thresholds.items())},
+            "thresholds": thresholds_summary(self.specs[0]),
             "pairing": [[list(p) for p in rnd] for rnd in pairing_rounds([s.node for s in self.specs])],
-            "hosts": {name: b.as_dict() for name, b in self.hosts.items()},
+            # each node's own effective thresholds (the top-level ones, the first node's, judge the
+            # cluster rows); the report shows a node's rows against its own
+            "hosts": {name: {**b.as_dict(), "thresholds": thresholds_summary(self.by_name[name])}
+                      for name, b in self.hosts.items()},
             "cluster": self.cluster.as_dict(),
             "nccl_series": sorted(self.series, key=lambda x: ("multi" in x["test"], x["label"], x["test"])),
             "training": self.training,
@@ -489,27 +492,6 @@ def training_summary(result: TrainingResult, node0: str, single: dict[str, Train
     }
 
 
-def inventory_summary(loaded: LoadedInventory, specs: Sequence[NodeSpec]) -> dict[str, Any]:
-    inv = loaded.inventory
-    return {"path": str(loaded.path), "sha256": sha256_file(loaded.path), "cluster": inv.cluster.name,
-            "sku": inv.cluster.sku, "os": inv.cluster.os, "matrix": inv.cluster.matrix,
-            "nodes": [s.node for s in specs], "gpus_per_node": specs[0].hardware.gpu_count if specs else 0,
-            "gpu_model": specs[0].hardware.gpu_model if specs else ""}
-
-
-def matrix_summary(spec: NodeSpec) -> dict[str, Any]:
-    """Every pinned package of the matrix for this OS, by component (the report's exact matrix)."""
-    return {
-        "name": spec.matrix,
-        "driver": {"version": spec.driver_version, "branch": spec.driver_branch, "flavour": spec.driver_flavour},
-        "components": [
-            {"component": c.name, "version": c.version, "enabled": c.enabled, "reason": c.reason,
-             "packages": [{"name": p.name, "version": p.version, "pin": p.pin} for p in c.packages]}
-            for c in spec.components.values()
-        ],
-    }
-
-
 def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite, record: RunRecord,
               targets: dict[str, SshTarget] | None = None, progress: Progress | None = None,
               train_env: str | None = None) -> dict[str, Any]:
@@ -517,9 +499,10 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
 
     Shape: {suite, run_id, started, finished, status, inventory{path, sha256, cluster, sku, os,
     matrix, nodes, gpus_per_node, gpu_model}, thresholds{name: {min|max, warn_below|warn_above,
-    not_applicable, source}} (the first node's effective ones), matrix{name, driver, components[{component,
-    version, enabled, reason, packages[{name, version, pin}]}]}, pairing[[[a, b], …] per round],
-    hosts{name: {status, results[…], tests[…]}}, cluster{status, results, tests},
+    not_applicable, source}} (the first node's effective ones, for the cluster rows), matrix{name,
+    driver, components[{component, version, enabled, reason, packages[{name, version, pin}]}]},
+    pairing[[[a, b], …] per round], hosts{name: {status, results[…], tests[…], thresholds{…} (the
+    node's own)}}, cluster{status, results, tests},
     nccl_series[{label, test, gpus, points[[size_bytes, busbw_gb_s], …]}], training{nodes, endpoint,
     head, versions{node: {python, torch, cuda, nccl, gpus}}, argv{node: [...]}, rank0_node, loss[[step, loss]],
     ranks[{rank, node, host, checksum, differs}], ranks_agree, world_size, model, backend, tokens_per_s,

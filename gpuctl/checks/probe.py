@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuctl.catalog import load_health
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 from gpuctl.parsers.files import parse_tail_bundle
@@ -56,6 +57,7 @@ from gpuctl.parsers.nvidia_smi import (
     NoDevicesFound,
     NvidiaSmiFailure,
     NvidiaSmiResult,
+    _check_failure,
     parse_nvidia_smi_q,
     parse_nvidia_smi_xml,
 )
@@ -72,6 +74,7 @@ from gpuctl.parsers.storage import MdDetail, Mount, parse_mdadm_detail, parse_pr
 from gpuctl.parsers.systemd import UnitState, parse_systemctl_show, unit_show_command
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.xid import XidResult, parse_xid_log
+from gpuctl.runrecord import private_dir, redact, write_private
 from gpuctl.spec import NodeSpec
 
 from .model import CouldNotRun, Remediation
@@ -96,7 +99,6 @@ STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.lis
 def ib_counter_files() -> tuple[str, ...]:
     """The sysfs port counter files of the counters judged by health.yaml counter_rises.infiniband
     (perfquery names mapped back to the kernel's: SymbolErrorCounter → symbol_error)."""
-    from gpuctl.catalog import load_health
 
     rules = (load_health().counter_rises or {}).get("infiniband")
     judged = set(rules.counters) if rules else set()
@@ -216,7 +218,6 @@ class Probe:
     def _keep_raw(self, key: str, out: Output) -> None:
         if self.raw_dir is None:
             return
-        from gpuctl.runrecord import private_dir, redact, write_private
 
         d = self.raw_dir / self.spec.node
         private_dir(d)  # a run record: 0700 folders, 0600 files, secrets redacted
@@ -229,7 +230,6 @@ class Probe:
         raw/<host>/verify-commands.jsonl (the runner prefixes verify-): what ran, for audits and the scale baseline."""
         if self.raw_dir is None:
             return
-        from gpuctl.runrecord import private_dir, redact, write_private
 
         d = self.raw_dir / self.spec.node
         private_dir(d)
@@ -353,7 +353,6 @@ class Probe:
             try:
                 return parse_topo_matrix(out.stdout)
             except ParseError:
-                from gpuctl.parsers.nvidia_smi import _check_failure  # the NVML failure line, if that is why
                 try:
                     _check_failure(out.stdout + "\n" + out.stderr)
                 except NvidiaSmiFailure as exc:
@@ -393,7 +392,6 @@ class Probe:
                 if "is not a valid field" not in out.stdout + out.stderr:
                     break
             assert last is not None
-            from gpuctl.parsers.nvidia_smi import _check_failure
             try:
                 _check_failure(last.stdout + "\n" + last.stderr)
             except NvidiaSmiFailure as exc:
@@ -407,7 +405,6 @@ class Probe:
         def build() -> NvlinkErrorsResult:
             out = self.output("nvidia-smi-nvlink-e", "nvidia-smi nvlink -e", tool="nvidia-smi", ok_rc=range(0, 256))
             if out.rc:
-                from gpuctl.parsers.nvidia_smi import _check_failure
                 try:
                     _check_failure(out.stdout + "\n" + out.stderr)
                 except NvidiaSmiFailure as exc:

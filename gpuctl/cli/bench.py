@@ -19,12 +19,13 @@ from gpuctl.spec import resolve
 
 def rows(data: dict[str, Any]) -> list[Row]:
     """The verdict rows of a bench result (`run_bench`'s shape), nodes first, then the cluster."""
-    thresholds = data.get("thresholds") or {}
-    results = [r for h in data["hosts"].values() for r in h["results"]] + data["cluster"]["results"]
+    thresholds = data.get("thresholds") or {}  # the cluster rows'; each node's rows: its own
+    results = ([(r, h.get("thresholds") or thresholds) for h in data["hosts"].values() for r in h["results"]]
+               + [(r, thresholds) for r in data["cluster"]["results"]])
     return [Row(r["subject"], r["check"], r["status"], fmt_value(r.get("value"), r.get("unit") or ""),
-                fmt_threshold(r["check"], r.get("threshold"), r.get("unit") or "", thresholds),
+                fmt_threshold(r["check"], r.get("threshold"), r.get("unit") or "", own),
                 r["message"], r.get("emulated") or "", r.get("unit") or "")
-            for r in results]
+            for r, own in results]
 
 
 def _print(data: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from gpuctl.lock import read as reading
 from gpuctl.lock.compare import DriftReport, diff
 from gpuctl.lock.model import load_lock, lock_path
 from gpuctl.runrecord import RunRecord
+from gpuctl.spec import resolve
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +21,6 @@ log = logging.getLogger(__name__)
 def drift(loaded: LoadedInventory, limit: Sequence[str] = (), record: RunRecord | None = None,
           path: str | Path | None = None) -> DriftReport:
     """Read the selected nodes now and compare them with the lock and with each other."""
-    from gpuctl.spec import resolve
 
     lockfile = load_lock(Path(path) if path else lock_path(loaded.path))
     specs = resolve(loaded, tuple(limit))

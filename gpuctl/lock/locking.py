@@ -14,6 +14,7 @@ from gpuctl.inventory import LoadedInventory
 from gpuctl.lock import read as reading
 from gpuctl.lock.model import LockFile, build_lock, load_lock, lock_path, write_lock
 from gpuctl.runrecord import RunRecord
+from gpuctl.spec import resolve
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,6 @@ def lock(loaded: LoadedInventory, limit: Sequence[str] = (), record: RunRecord |
          path: str | Path | None = None) -> LockOutcome:
     """Read the selected nodes and write the lock file (nodes outside --limit keep their
     entries). ExecutionError when any selected node cannot be read: a lock must be whole."""
-    from gpuctl.spec import resolve
 
     specs = resolve(loaded, tuple(limit))
     target = Path(path) if path else lock_path(loaded.path)

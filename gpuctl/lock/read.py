@@ -24,7 +24,7 @@ from gpuctl.parsers.packages import RPM_LOCKS_MARK, parse_dpkg, parse_rpm
 from gpuctl.parsers.train_env import DIST_LISTING, parse_distributions
 from gpuctl.runrecord import RunRecord, redact
 from gpuctl.shellcmd import sh
-from gpuctl.spec import NodeSpec
+from gpuctl.spec import NodeSpec, train_env_knob
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,6 @@ def component_packages(spec: NodeSpec) -> dict[str, tuple[Package, ...]]:
 def train_env_python(spec: NodeSpec) -> str | None:
     """The training environment's python on this node (roles/train_env's `train_env_path`,
     from the inventory's role_vars or the role's default), or None where the role does not run."""
-    from gpuctl.spec import train_env_knob
 
     if spec.train_env is None or spec.roles.get("train_env") != "":
         return None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuctl.bench.suites import SUITES
 from gpuctl.errors import InputError
 from gpuctl.inventory import LoadedInventory
 from gpuctl.lock import read as reading
@@ -17,8 +18,9 @@ from gpuctl.lock.compare import Drift, DriftReport, diff_entry, diff_peers
 from gpuctl.lock.managed import per_node_file
 from gpuctl.lock.model import load_lock, lock_path, now_iso, write_lock
 from gpuctl.lock.pins import consensus_entry, pin_from_lock, pins_changed
+from gpuctl.runner.roles import select_roles
 from gpuctl.runrecord import RunRecord
-from gpuctl.spec import NodeSpec
+from gpuctl.spec import NodeSpec, resolve
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +58,7 @@ def rebuild(loaded: LoadedInventory, host: str, record: RunRecord | None = None,
     are re-recorded in the lock for this node after a clean rebuild; everything else
     must equal the lock."""
     from gpuctl.rolerun import run_deploy
-    from gpuctl.runner.roles import select_roles
     from gpuctl.runner.run import load_provision_deploy
-    from gpuctl.spec import resolve
 
     target_path = Path(path) if path else lock_path(loaded.path)
     lockfile = load_lock(target_path)
@@ -125,7 +125,6 @@ def _bench(loaded: LoadedInventory, spec: NodeSpec, peers: list[NodeSpec], suite
     measured values side by side."""
     try:
         from gpuctl.bench.run import run_bench
-        from gpuctl.bench.suites import SUITES
     except ImportError:
         notes.append("bench not run: gpuctl.bench.run.run_bench is not available")
         return None

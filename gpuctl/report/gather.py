@@ -33,8 +33,11 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.errors import InputError
+from gpuctl.inventory import load_inventory
 from gpuctl.report.chart import ThresholdLine, loss_chart, nccl_chart, size_label
+from gpuctl.runcontext import inventory_summary, matrix_summary
 from gpuctl.runrecord import RunRecord, now_iso, runs_root, sha256_file
+from gpuctl.spec import resolve
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +232,7 @@ def check_summary(rows: list[dict[str, Any]], thresholds: dict[str, Any]) -> lis
             "worst_subject": worst_row["subject"], "worst_value": worst_row["value"], "subjects": len(group),
             **stats,
             **{f"{k}_text": fmt_value(v, unit) for k, v in stats.items()},
-            "unit": unit, "threshold": group[0]["threshold"],
+            "unit": unit, "threshold": "; ".join(dict.fromkeys(r["threshold"] for r in group if r["threshold"])),
             "emulated": sum(1 for r in group if r["emulated"]),
         })
     return out
@@ -244,7 +247,8 @@ def bench_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[s
     for name in sorted(stage.get("hosts") or {}):
         h = stage["hosts"][name]
         nodes.append({"node": name, "status": h.get("status", "none")})
-        results += [_bench_row(r, thresholds) for r in h.get("results", [])]
+        own = h.get("thresholds") or thresholds  # the node's own (records before issue 18: the first node's)
+        results += [_bench_row(r, own) for r in h.get("results", [])]
     cluster = [_bench_row(r, thresholds) for r in (stage.get("cluster") or {}).get("results", [])]
     for r in results + cluster:
         if r["status"] in ("fail", "error", "warn", "skipped"):
@@ -381,10 +385,6 @@ def _inventory_from_file(meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     path = inv.get("path")
     if not path or not Path(path).is_file() or sha256_file(path) != inv.get("sha256"):
         return None
-    from gpuctl.bench.run import inventory_summary, matrix_summary
-    from gpuctl.inventory import load_inventory
-    from gpuctl.spec import resolve
-
     loaded = load_inventory(path)
     specs = resolve(loaded)
     return inventory_summary(loaded, specs), matrix_summary(specs[0])

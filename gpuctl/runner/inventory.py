@@ -19,6 +19,7 @@ from gpuctl import hostkeys
 from gpuctl.deploy_context import OPTIONS_KEY, SPEC_KEY, RunOptions
 from gpuctl.errors import ExecutionError
 from gpuctl.inventory import LoadedInventory
+from gpuctl.runner.reboot import REBOOT_GATE_KEY
 from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -126,8 +127,6 @@ def ssh_targets(specs: Sequence[NodeSpec], ssh: SshSettings) -> list[Target]:
 def build_inventory(targets: Sequence[Target], options: RunOptions, gate: Any = None) -> Any:
     """A pyinfra `Inventory` with one host per target and the gpuctl host data."""
     from pyinfra.api import Inventory
-
-    from gpuctl.runner.reboot import REBOOT_GATE_KEY
 
     names: list[tuple[str, dict[str, Any]]] = []
     for t in targets:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpuctl.fileio import write_private
 from gpuctl.redact import RedactingFormatter, redact  # noqa: F401  (redact: the one redactor, tested)
 
 #: Loggers of the execution engines (pyinfra) and the SSH library under it and under verify.
@@ -29,7 +30,6 @@ def engine_logs_to(path: Path | None) -> Iterator[None]:
     if path is None:
         handler = logging.NullHandler()
     else:
-        from gpuctl.fileio import write_private
 
         write_private(path, "", append=True)  # 0600 whatever the umask; never through a symlink
         handler = logging.FileHandler(path, encoding="utf-8")

@@ -12,7 +12,6 @@ and the role selection is consistent. Every run writes a run record:
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -142,22 +141,13 @@ def _stage_json(summary: RunSummary, results: dict[str, HostResult], engine: Eng
     return data
 
 
-def _run_verify(prepared: Prepared, record: RunRecord, req: RunRequest, console: Console) -> dict[str, Any] | None:
-    """Verification after provisioning, when gpuctl.checks provides it (recorded in this run)."""
-    try:
-        from gpuctl.checks import run_verify  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    candidates: dict[str, Any] = {
-        "loaded": prepared.loaded, "specs": prepared.specs, "record": record, "limit": tuple(req.limit),
-        "inventory_path": req.inventory, "console": console, "as_json": req.as_json,
-        "roles": tuple(c.name for c in prepared.roles if c.runs), "parallel": req.parallel or None,
-    }
-    params = inspect.signature(run_verify).parameters
-    result = run_verify(**{k: v for k, v in candidates.items() if k in params})
-    if hasattr(result, "to_json"):
-        return result.to_json()
-    return result if isinstance(result, dict) else {"result": str(result)}
+def _run_verify(prepared: Prepared, record: RunRecord, req: RunRequest) -> dict[str, Any]:
+    """Verification after provisioning, recorded in this run (pytest and testinfra load only here)."""
+    from gpuctl.checks import run_verify
+
+    roles = tuple(c.name for c in prepared.roles if c.runs)
+    return run_verify(prepared.loaded, prepared.specs, record, tuple(req.limit), req.parallel or None,
+                      roles=roles).to_json()
 
 
 ConfirmFn = Callable[[RunSummary], bool]
@@ -223,7 +213,7 @@ def execute(req: RunRequest, *, dry: bool, console: Console, confirm: ConfirmFn 
         summary.extra["cancelled"] = True
     record.stage(command, _stage_json(summary, results, engine))
     if not dry and status != "cancelled" and req.verify and summary.reachable and not summary.failed_hosts:
-        summary.verify = _run_verify(prepared, record, req, console)
+        summary.verify = _run_verify(prepared, record, req)
     if status != "cancelled":
         status = "ok" if int(summary.exit_code()) == 0 else "failed"
     record.finish(status)

@@ -29,8 +29,9 @@ from pyinfra.facts.server import Command
 from pyinfra.operations import files, server
 
 from gpuctl.deploy_context import node_spec
-from gpuctl.handover import LOGIN_OK, PROBE_MARK, HandoverPlan, key_blob
+from gpuctl.handover import LOGIN_OK, PROBE_MARK, HandoverPlan
 from gpuctl.operations import OR_TRUE, QUIET, role_knobs, sh
+from gpuctl.pubkey import key_blob
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from pyinfra.operations import files
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.packages import read_packages
 from gpuctl.facts.storage import KernelModuleVersion, MountSource, TextFile
-from gpuctl.operations import fail_host, fstab_fields, hold_packages, install_packages, render, sh
+from gpuctl.operations import fail_host, fstab_fields, hold_packages, install_packages, render, role_knobs, sh
 from gpuctl.spec import LustreSpec
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 def defaults() -> dict[str, Any]:
     """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
-    from gpuctl.operations import role_knobs
 
     return role_knobs("lustre_client")
 

@@ -23,6 +23,7 @@ from gpuctl.checks.api import (
     judge_verdicts,
     modules_of,
 )
+from gpuctl.health import load_previous
 from gpuctl.parsers.rdma import link_as_ib_port, roce_v2_ipv4_gid_index
 from gpuctl.verdicts import Subject, judge_port_rate, judge_port_state
 
@@ -159,7 +160,6 @@ def test_health_ib_counters(host, spec, probe):
     """IB port error counters (health.yaml counter_rises.infiniband) as the change since the last
     `gpuctl health` sample (`gpuctl.healthpolicy.judge_ib_counters`, the counter rule of analyze);
     verify reads that sample, never writes it: without one the check is skipped, not passed."""
-    from gpuctl.health import load_previous
 
     if spec.fabric.type == "none":
         pytest.skip("no fabric")

@@ -2,7 +2,8 @@
 settings, Soft-RoCE in the lab, firewall openings and /etc/nccl.conf — all from the NodeSpec.
 
 Never touches the management interface: the interface carrying the SSH session is read
-first, and a NodeSpec that would reconfigure it fails the host before anything changes.
+first, and a NodeSpec that would reconfigure it, or the inventory's `management.interface`,
+fails the host before anything changes.
 Only the interfaces this role manages are brought up (`ifup <if>`, `networkctl reconfigure
 <if>`, `nmcli connection up gpuctl-<if>`); nothing runs `netplan apply` or restarts networking.
 NIC controls that a device lacks (Soft-RoCE has no DSCP trust, PFC, ECN or RoCE-mode switch)
@@ -32,7 +33,7 @@ from gpuctl.facts.network import (
 )
 from gpuctl.facts.storage import TextFile
 from gpuctl.facts.system import ServiceStates
-from gpuctl.operations import sh, template_env
+from gpuctl.operations import role_knobs, sh, template_env
 from gpuctl.parsers.rdma import roce_v2_ipv4_gid_index
 from gpuctl.spec import NodeSpec
 
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 def defaults() -> dict[str, Any]:
     """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
-    from gpuctl.operations import role_knobs
 
     return role_knobs("network")
 
@@ -271,14 +271,19 @@ def install() -> None:
     renderer = d["network_renderer"].get(spec.os_family)
     ifaces = managed_interfaces(spec)
 
-    # 1. never the management interface
+    # 1. never the management interface: the one carrying this SSH session, nor the one the
+    # inventory names (management.interface; gpuctl may reach the node another way)
     mgmt = host.get_fact(MgmtInterface)
+    declared = spec.management_interface
     clash = [i.ifname for i in ifaces if i.ifname == mgmt]
-    if not mgmt or clash or renderer is None:
+    declared_clash = [i.ifname for i in ifaces if declared and i.ifname == declared and i.ifname != mgmt]
+    if not mgmt or clash or declared_clash or renderer is None:
         why = (f"no network renderer for OS family {spec.os_family}" if renderer is None else
                "cannot tell which interface carries the SSH session (ip route get $SSH_CONNECTION)" if not mgmt else
                f"{mgmt} carries the SSH session gpuctl is using; the inventory would reconfigure it "
-               f"({', '.join(clash)}): gpuctl never touches the management interface")
+               f"({', '.join(clash)}): gpuctl never touches the management interface" if clash else
+               f"{declared} is the management interface the inventory names (management.interface); it would "
+               f"be reconfigured ({', '.join(declared_clash)}): gpuctl never touches the management interface")
         fail(name="Refuse to reconfigure the network", message=why)
         return
     report(name=f"Leave the management interface {mgmt} alone", message=f"{mgmt} carries SSH: never reconfigured")

@@ -29,6 +29,7 @@ from gpuctl.checks.api import (
     services_of,
 )
 from gpuctl.checks.probe import Probe, nvml_remediation
+from gpuctl.health import load_previous
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiFailure
 from gpuctl.spec import NodeSpec
 from gpuctl.verdicts import (
@@ -290,7 +291,6 @@ def test_health_clock_events(host, spec, probe):
 def test_health_pcie_aer(host, spec, probe):
     """No fatal or non-fatal PCIe AER error on a GPU or NIC since boot; correctable ones judged as
     the change since the last `gpuctl health` sample (verify reads that sample, never writes it)."""
-    from gpuctl.health import load_previous
 
     previous = load_previous(spec.cluster, spec.node) or {}
     judge_health(healthpolicy.judge_aer(probe.pci_sysfs(), previous.get("aer_correctable")))

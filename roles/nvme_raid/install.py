@@ -20,7 +20,7 @@ from pyinfra.operations import apt, dnf, server
 from gpuctl.deploy_context import node_spec, run_options
 from gpuctl.facts.storage import FsUuid, MdDetailBrief, MountSource, TextFile, read_storage_facts
 from gpuctl.knobs import command_argv, tokens
-from gpuctl.operations import fstab_fields, sh
+from gpuctl.operations import fstab_fields, role_knobs, sh
 from gpuctl.storage_safety import RaidPlan, describe, plan_raid
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 def defaults() -> dict[str, Any]:
     """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
-    from gpuctl.operations import role_knobs
 
     return role_knobs("nvme_raid")
 

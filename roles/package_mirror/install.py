@@ -11,7 +11,7 @@ restarts the service only when the drop-in changed, and keeps it enabled and run
 package_mirror_wheels it also serves the training environment's wheelhouse
 (package_mirror_wheels_dir/simple, filled by `gpuctl mirror wheels`) with python3's http.server
 on package_mirror_wheels_port. Every node — the cache host
-itself included, through 127.0.0.1 — is pointed at it by `gpuctl.mirror.apply_cache` (their
+itself included, through 127.0.0.1 — is pointed at it by `gpuctl.repocache.apply_cache` (their
 NodeSpec's repo settings, applied by the nvidia_repo role); this role changes nothing else.
 """
 
@@ -29,12 +29,12 @@ from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
 from gpuctl.deploy_context import node_spec
-from gpuctl.facts.system import FileStates
-from gpuctl.mirror import user_ports
+from gpuctl.facts.system import CommandPaths, FileStates
 from gpuctl.operations import and_then, one_line_value, role_knobs, sh
 from gpuctl.parsers.files import FileState
 from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
+from gpuctl.repocache import user_ports
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,6 @@ def make_dir(path: str, exists: bool):
 
 def serve_wheels(k: dict[str, Any]) -> None:
     """The training environment's wheelhouse: package_mirror_wheels_dir/simple over http."""
-    from gpuctl.facts.system import CommandPaths
 
     directory, port = str(k["package_mirror_wheels_dir"]), int(k["package_mirror_wheels_port"])
     have = host.get_fact(CommandPaths, names=(f"{directory}/simple", "/usr/bin/python3"))

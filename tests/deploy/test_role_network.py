@@ -187,6 +187,20 @@ def test_inventory_that_would_reconfigure_the_management_interface_is_refused(fa
     assert h.files == {}
 
 
+def test_the_inventorys_management_interface_is_never_reconfigured_either(fake: Any) -> None:
+    """management.interface (issue 18: read by no one before): the interface the inventory names
+    as the management network is refused like the one carrying this SSH session, e.g. when gpuctl
+    reaches the node another way (a jump host) and the file lists the management NIC as a port."""
+    sp = [s.model_copy(update={"management_interface": "eth1"}) for s in specs(fake)]  # eth1: lab fabric port
+    h = fake.run(load_role("network").install, sp, responses=fresh())["gpu-01"]  # SSH arrives over eth0
+    assert h.status == "failed"
+    assert "Refuse to reconfigure the network" in names(h.failed_ops)
+    assert any("eth1 is the management interface the inventory names" in c for c in h.execute_commands)
+    assert h.files == {}
+    ok = fake.run(load_role("network").install, specs(fake), responses=fresh())["gpu-01"]  # lab.yaml: eth0
+    assert ok.status == "ok", ok.error
+
+
 def test_unknown_management_interface_is_refused(fake: Any) -> None:
     resp = fresh()
     resp["SSH_CONNECTION"] = ""

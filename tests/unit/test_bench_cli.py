@@ -63,3 +63,14 @@ def test_limit_selecting_nothing_is_input_error(dead_inventory: Path, tmp_path: 
 def test_unknown_suite_is_usage_error(dead_inventory: Path) -> None:
     r = CliRunner().invoke(main, ["bench", str(dead_inventory), "--suite", "huge"])
     assert r.exit_code == 2
+
+
+def test_bench_rows_judge_each_nodes_figures_against_its_own_thresholds() -> None:
+    """Issue 18: the printed thresholds came from the first node only (as in the report)."""
+    from gpuctl.cli.bench import rows
+
+    data = json.loads((Path(__file__).parents[1] / "data" / "report" / "bench-lab-stand-in.json").read_text())
+    own = {**data["thresholds"]["all_reduce_busbw_gb_s"], "min": 300.0, "warn_below": 320.0}
+    data["hosts"]["gpu-02"]["thresholds"] = {**data["thresholds"], "all_reduce_busbw_gb_s": own}
+    got = {r.subject: r.threshold for r in rows(data) if r.check == "all_reduce_busbw_gb_s"}
+    assert got["gpu-01"].startswith("≥ 460 GB/s") and got["gpu-02"] == "≥ 300 GB/s (warn below 320)"

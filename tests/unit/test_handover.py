@@ -11,15 +11,15 @@ import pytest
 
 from gpuctl.errors import InputError
 from gpuctl.handover import (
+    AccountPlan,
     make_probe_key,
-    parse_public_key,
     plan_handover,
     provider_public_key,
     ssh_login_check,
-    sudoers_text,
 )
-from gpuctl.inventory import Account, load_inventory_text
+from gpuctl.inventory import load_inventory_text
 from gpuctl.paths import inventories_dir
+from gpuctl.pubkey import parse_public_key
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
 LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
@@ -45,8 +45,12 @@ def loaded_with(handover: str, ssh_key: str | None = None, ssh_user: str | None 
     return load_inventory_text(text + handover, "inv.yaml", inventories_dir())
 
 
+RULE = "ALL=(ALL:ALL) NOPASSWD: ALL"
+ALICE = AccountPlan(name="alice", keys=("x",), sudo=True, home="/home/alice")
+
+
 def test_sudoers_rendering():
-    text = sudoers_text(Account(name="alice", ssh_keys=["x"], sudo=True))
+    text = ALICE.sudoers(RULE)  # the rendering roles/handover uploads (HandoverPlan's accounts)
     assert text.splitlines()[-1] == "alice ALL=(ALL:ALL) NOPASSWD: ALL"
     assert text.startswith("# Managed by gpuctl handover")
 
@@ -57,7 +61,7 @@ def test_sudoers_rendering_is_accepted_by_visudo(tmp_path):
     if not shutil.which("visudo"):
         pytest.skip("visudo not installed here")
     f = tmp_path / "gpuctl-alice"
-    f.write_text(sudoers_text(Account(name="alice", ssh_keys=["x"], sudo=True)))
+    f.write_text(ALICE.sudoers(RULE))
     assert subprocess.run(["visudo", "-cf", str(f)], capture_output=True).returncode == 0
     f.write_text("alice ALL=(ALL:ALL NOPASSWD ALL\n")
     assert subprocess.run(["visudo", "-cf", str(f)], capture_output=True).returncode != 0

@@ -204,3 +204,39 @@ def test_repository_url_with_port_path_and_percent_encoding_is_accepted() -> Non
     ok = H100.replace("repos: {mirror: null}",
                       'repos: {mirror: "http://u:p%40ss@10.0.0.5:8080/nvidia/cuda~x?a=1", keyring_file: "k_v2.gpg"}')
     assert load_inventory_text(ok, "inv.yaml", base_dir=inventories_dir()).inventory.repos.mirror
+
+
+# ------------------------------------------------------------------ fabric.roce.dscp (issue 18)
+ROCE = (inventories_dir() / "h200-roce-8x8.yaml").read_text()
+
+
+def test_roce_dscp_that_disagrees_with_the_traffic_class_is_refused() -> None:
+    """NCCL marks RoCE traffic with NCCL_IB_TC = traffic_class, whose top 6 bits are the DSCP
+    (RFC 2474/3168): a dscp that is not traffic_class >> 2 describes traffic nobody sends."""
+    text = ROCE.replace("dscp: 26", "dscp: 24")
+    problems = problems_of(text)
+    want = f"inv.yaml:{line_of(text, 'dscp: 24')}: fabric.roce.dscp: 24 is not the DSCP of traffic_class 106 (26)"
+    assert any(p.startswith(want) for p in problems), problems
+
+
+def test_roce_dscp_may_be_left_out_and_then_follows_the_traffic_class() -> None:
+    load_inventory_text(ROCE.replace(", dscp: 26", "").replace("traffic_class: 106", "traffic_class: 98"), "inv.yaml",
+                        base_dir=inventories_dir())
+    load_inventory_text(ROCE, "inv.yaml", base_dir=inventories_dir())  # 26 = 106 >> 2
+
+
+# ------------------------------------------------------------------ the per-subject validators (issue 18)
+def test_every_subject_validator_runs_and_names_its_component() -> None:
+    """A `*_problems` rule left out of VALIDATORS would never run; each names the component it
+    belongs to (`core` or a roles/<name>), where it moves once components declare themselves."""
+    import inspect
+
+    from gpuctl import inventory_semantics as sem
+    from gpuctl.paths import roles_dir
+
+    rules = [f for f in vars(sem).values() if inspect.isfunction(f) and f.__module__ == sem.__name__
+             and list(inspect.signature(f).parameters) == ["inv", "sku", "found"]]
+    assert rules and set(rules) == set(sem.VALIDATORS) and len(sem.VALIDATORS) == len(set(sem.VALIDATORS))
+    for f in rules:
+        owner = (f.__doc__ or "").strip().rsplit("(", 1)[-1].rstrip(")")
+        assert owner == "core" or (roles_dir() / owner).is_dir(), f"{f.__name__}: '{owner}' is no component"

@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -22,7 +23,6 @@ from wheelenv import CHECKOUT, WheelEnv, install_wheel
 
 from gpuctl.errors import ExecutionError
 from gpuctl.lab.standin import repo
-from gpuctl.paths import SHARE_DIRS
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,11 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> WheelEnv:
 def test_the_wheel_ships_the_lab_data_and_no_byte_code(wheel_env: WheelEnv) -> None:
     names = zipfile.ZipFile(wheel_env.wheel).namelist()
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
-    for folder in SHARE_DIRS:
+    # the folders pyproject.toml ships under gpuctl/_share/ (the one list of them)
+    wheel = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    share = wheel["force-include"]
+    assert set(share.values()) >= {"gpuctl/_share/roles", "gpuctl/_share/deploy", "gpuctl/_share/inventories"}
+    for folder in (Path(v).name for v in share.values()):
         assert any(n.startswith(f"gpuctl/_share/{folder}/") for n in names), folder
     for path in ("gpuctl/_share/inventories/lab.yaml", "gpuctl/lab/standin/tools/labhw.py",
                  "gpuctl/lab/standin/kmod_src/standin.c.in", "gpuctl/_share/matrices/r580-cuda13.0.yaml"):

@@ -10,16 +10,14 @@ import pytest
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory_text
 from gpuctl.mirror import (
-    apply_cache,
     cache_spec,
     check_offline,
     fetch_index,
     missing_packages,
     parse_packages_index,
-    user_ports,
-    via_cache,
 )
 from gpuctl.paths import inventories_dir
+from gpuctl.repocache import apply_cache, user_ports, via_cache
 from gpuctl.spec import resolve
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)

@@ -144,7 +144,7 @@ def test_lab_servers_bind_loopback_below_32768() -> None:
     32767, and the kernel's ephemeral ports start at 32768: the lab's servers pick lower ones."""
     import http.server
 
-    from gpuctl.inventory import ACNG_MAX_PROXY_PORT
+    from gpuctl.inventory_semantics import ACNG_MAX_PROXY_PORT
     from gpuctl.lab.netcache import LOW_PORTS, _bind_low_port
 
     assert LOW_PORTS[1] <= ACNG_MAX_PROXY_PORT

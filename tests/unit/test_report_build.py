@@ -291,3 +291,19 @@ def test_provenance_from_the_tools_output(kind: str, stdout: str, stderr: str, e
 def test_real_perftest_fixtures_are_not_emulated() -> None:
     for path in sorted((DATA.parents[0] / "fixtures" / "perftest").glob("ib_write_bw-*.txt")):
         assert emulated_source("ib_write_bw", path.read_text()) is None, path.name
+
+
+def test_each_nodes_row_shows_that_nodes_threshold(tmp_path: Path) -> None:
+    """Issue 18: the report's thresholds came from the first node only. A node whose effective
+    threshold differs (its own `thresholds` in the bench stage) shows its own figure."""
+    bench = _bench()
+    own = {**bench["thresholds"]["all_reduce_busbw_gb_s"], "min": 300.0, "warn_below": 320.0}
+    bench["hosts"]["gpu-02"]["thresholds"] = {**bench["thresholds"], "all_reduce_busbw_gb_s": own}
+    root = tmp_path / "runs"
+    _run(root, "20250101T100000-bench", "bench", SHA, {"bench": bench})
+    data = build_report("latest", root, now=NOW)
+    rows = {r["node"]: r for r in data["bench"]["results"] if r["check"] == "all_reduce_busbw_gb_s"}
+    assert rows["gpu-01"]["threshold"].startswith("≥ 460 GB/s")
+    assert rows["gpu-02"]["threshold"] == "≥ 300 GB/s (warn below 320)"
+    summary = next(s for s in data["bench"]["summary"] if s["check"] == "all_reduce_busbw_gb_s")
+    assert "≥ 300 GB/s" in summary["threshold"] and "≥ 460 GB/s" in summary["threshold"]

@@ -152,3 +152,25 @@ def test_failed_verification_fails_provision() -> None:
     assert s.exit_code() == ExitCode.CHECKS_FAILED
     s.verify = {"status": "pass"}
     assert s.exit_code() == ExitCode.OK and s.to_json()["verify"] == {"status": "pass"}
+
+
+def test_provision_verifies_the_roles_that_ran_on_its_own_specs(lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After provisioning, run_verify gets this run's inventory, specs, record, --limit, --parallel
+    and the roles that ran (one direct call; no signature probing, no 'if available')."""
+    from gpuctl.checks.model import VerifyResult
+    from gpuctl.runner.run import Prepared, RunRequest, _run_verify
+
+    seen: dict[str, object] = {}
+
+    def fake_verify(loaded, specs, record, limit, parallel, *, roles):  # type: ignore[no-untyped-def]
+        seen.update(loaded=loaded, specs=specs, record=record, limit=limit, parallel=parallel, roles=roles)
+        return VerifyResult({}, run_id="r1")
+
+    monkeypatch.setattr("gpuctl.checks.run_verify", fake_verify)
+    loaded, specs = lab
+    roles = [RoleChoice("base", ""), RoleChoice("nvidia_driver", "--skip")]
+    prepared = Prepared(loaded, specs, roles, RunOptions(), [])
+    out = _run_verify(prepared, "rec", RunRequest(inventory=Path("x"), limit=("gpu-01",), parallel=4))  # type: ignore[arg-type]
+    assert seen == {"loaded": loaded, "specs": specs, "record": "rec", "limit": ("gpu-01",), "parallel": 4,
+                    "roles": ("base",)}
+    assert out == VerifyResult({}, run_id="r1").to_json()

@@ -498,7 +498,8 @@ def test_busbw_inf_is_not_a_pass_and_json_holds_no_infinity(tmp_path: Path) -> N
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
 def test_judge_refuses_non_finite_measurements(value: float) -> None:
     from gpuctl.catalog import Threshold
-    from gpuctl.verdicts import Remediation, Status, judge, judge_fact
+    from gpuctl.remediation import Remediation
+    from gpuctl.verdicts import Status, judge, judge_fact
     for thr in (Threshold(min=100, source="src"), Threshold(max=5, source="src")):
         v = judge("x", value, thr, "GB/s")
         assert v.status is Status.ERROR and v.value is None

@@ -11,8 +11,8 @@ from gpuctl.catalog import THRESHOLD_NAMES, Sku, Threshold, load_sku, sku_names
 from gpuctl.parsers.ibstat import parse_ibstat
 from gpuctl.parsers.nvidia_smi import parse_query_gpu_csv
 from gpuctl.parsers.topo import parse_topo_matrix
+from gpuctl.remediation import Remediation
 from gpuctl.verdicts import (
-    Remediation,
     Status,
     Subject,
     judge,
