@@ -135,7 +135,7 @@ def install() -> None:
     write_file(name=f"Write the training environment lock ({len(te.packages)} distributions, sha256 "
                     f"{te.lock_sha256[:12]}…)", path=paths["train_env_lock_file"], content=te.lock_text, states=files)
     build_train_env(
-        name=f"Install torch {te.torch_runtime_version} ({te.nccl}, --require-hashes)",
+        name=f"Install torch {te.torch_runtime_version} ({te.nccl or 'CPU build: no NCCL, gloo'}, --require-hashes)",
         te=te, state=state, path=path, lock_file=paths["train_env_lock_file"], index_url=index_url)
     write_file(name="Write the training environment probe", path=paths["train_env_probe_file"],
                content=read_template_file(ROLE, "probe.py"), states=files)
