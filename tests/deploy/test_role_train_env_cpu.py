@@ -61,7 +61,7 @@ def test_fresh_node_installs_the_cpu_lock_and_a_converged_one_changes_nothing(fa
     assert "torch==2.13.0+cpu --hash=sha256:6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b" in lock
     assert "nvidia" not in lock and "triton" not in lock
     build = next(c for c in h.execute_commands if BUILD.search(c))
-    assert "--index-url http://10.251.0.1:8080/gpuctl/wheels/simple -r" in build
+    assert "--index-url http://10.251.0.1:8080/gpuctl/wheels/simple --trusted-host 10.251.0.1:8080 -r" in build
     from roles_train_env_install import env_dir  # type: ignore[import-not-found]
 
     state = [f"link={env_dir(PATH, te)}", "dist=pip==23.0.1"] + [f"dist={n}=={v}" for n, v in te.packages.items()]
