@@ -113,8 +113,10 @@ def test_provision_from_the_lab_mirror_verify_then_zero_changes(tlab) -> None:  
     info, runs, inv, log = tlab["info"], tlab["runs"], tlab["inv"], tlab["repo_log"]
     filled = info["train_env"]["mirror"]
     assert filled["status"] == "ok" and filled["missing"] == []
-    upstream = bytes_served(log, path_prefix="/" + STANDIN_PATH)
-    figure("upstream_bytes_fill", upstream["total"])
+    # the fill during `lab up`: ~202 MB from the stand-in upstream with a cold cache, 0 when the
+    # lab cache already holds the mirror's wheelhouse (the access log outlives `lab down`)
+    figure("upstream_bytes_fill", bytes_served(log, since=tlab["t0"], path_prefix="/" + STANDIN_PATH)["total"])
+    figure("fill_fetched_bytes", filled["bytes_fetched"])
     t = time.time()
     first = ok_json(gpuctl(runs, "provision", inv, "--only", "train_env", "--yes", "--no-verify", "--json"),
                     "first provision")
@@ -132,12 +134,12 @@ def test_provision_from_the_lab_mirror_verify_then_zero_changes(tlab) -> None:  
     t = time.time()
     verify = ok_json(gpuctl(runs, "verify", inv, "--json"), "verify", codes=(0, 1))
     figure("verify_s", round(time.time() - t, 1))
-    for node in NODES:
-        checks = {c["check"]: c["status"] for c in verify["hosts"][node]["checks"]
-                  if c["check"].startswith("train_env.")}
+    for node in NODES:  # the other roles were not provisioned here: only train_env's checks are judged
+        host = verify["hosts"][node]
+        assert not train_env_failures(host), host["failed"]
         for name in ("torch_imports", "torch_version", "torch_cuda", "installed_matches_lock"):
-            assert checks.get(f"train_env.{name}") == "pass", (node, checks)
-        assert checks.get("train_env.torch_nccl") == "skip" and checks.get("train_env.gpu_count") == "skip", checks
+            assert f"train_env.{name}" in host["passed"], (node, host["passed"])
+        assert {"train_env.torch_nccl", "train_env.gpu_count"} <= set(host["skipped"]), host["skipped"]
 
     t = time.time()
     second = ok_json(gpuctl(runs, "provision", inv, "--only", "train_env", "--yes", "--no-verify", "--json"),
@@ -147,6 +149,10 @@ def test_provision_from_the_lab_mirror_verify_then_zero_changes(tlab) -> None:  
     again = ok_json(gpuctl(runs, "mirror", "wheels", inv, str(Path(state.state_dir) / "refill"), "--index",
                            filled["upstream"], "--json"), "mirror wheels")
     assert again["status"] == "ok"  # the real `gpuctl mirror wheels` path, into a fresh folder: the same files
+
+
+def train_env_failures(host: dict[str, Any]) -> list[str]:
+    return [f["check"] for f in host["failed"] + host["could_not_run"] if f["check"].startswith("train_env.")]
 
 
 def _training(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -183,10 +189,10 @@ def test_fault_other_torch_version_is_named_on_that_node_by_verify_and_drift(tla
     assert res.returncode == 0, res.stderr
     try:
         verify = ok_json(gpuctl(runs, "verify", inv, "--json"), "verify", codes=(1,))
-        failed = {n: [f["check"] for f in h["failed"]] for n, h in verify["hosts"].items()}
+        failed = {n: train_env_failures(h) for n, h in verify["hosts"].items()}
         assert failed["gpu-01"] == [], failed
         assert {"train_env.torch_version", "train_env.installed_matches_lock"} <= set(failed["gpu-02"]), failed
-        msg = json.dumps(verify["hosts"]["gpu-02"]["failed"])
+        msg = json.dumps([f for f in verify["hosts"]["gpu-02"]["failed"] if f["check"].startswith("train_env.")])
         assert "2.12.0+cpu" in msg and "2.13.0+cpu" in msg
         drift = gpuctl(runs, "drift", inv, "--lock-file", lock_file, "--json")
         assert drift.returncode == 1, drift.stdout[-3000:] + drift.stderr[-2000:]
