@@ -16,7 +16,8 @@ Then, in order (module-scoped lab, tests depend on the ones before):
    ranks, the loss falls, the ranks agree;
 3. faults, each named on its node only: (a) gpu-02's torch made another version (its
    version.py and dist-info, as a different install would leave them): verify and drift name
-   it on gpu-02 only; (b) the rendezvous port dropped by nftables in gpu-02's network namespace:
+   it on gpu-02 only; (b) the rendezvous port dropped by nftables in gpu-02's network namespace
+   (the node's own nft, applied from the host: a container has no CAP_NET_ADMIN):
    the run fails within its join timeout naming gpu-02, no hang; (c) one rank's parameters made
    different on gpu-02 (GPUCTL_TRAIN_TEST_CORRUPT_LOCAL_RANK in that node's /etc/environment,
    read by pam_env for the launcher's SSH session): ranks-disagree is a failure.
@@ -210,12 +211,22 @@ def test_fault_other_torch_version_is_named_on_that_node_by_verify_and_drift(tla
 def test_fault_rendezvous_port_blocked_on_one_node_fails_naming_it(tlab) -> None:  # type: ignore[no-untyped-def]
     from gpuctl.bench.suites import TRAIN_RDZV_PORT
 
-    setup = ("DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >/dev/null && "
-             "nft add table inet gpuctlfault && "
-             "nft 'add chain inet gpuctlfault out { type filter hook output priority 0; }' && "
-             f"nft add rule inet gpuctlfault out tcp dport {TRAIN_RDZV_PORT} drop")
-    res = ssh(tlab, "gpu-02", setup, timeout=600)
+    # the node's own nft (from Debian, through the lab's apt cache), applied in that node's network
+    # namespace from the host: the container itself has no CAP_NET_ADMIN ("Operation not permitted")
+    res = ssh(tlab, "gpu-02", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >/dev/null",
+              timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
+    node = tlab["state"].node("gpu-02")
+
+    def nft(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ip", "netns", "exec", node.netns, "chroot", node.merged, "nft", *args],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    for rule in (["add", "table", "inet", "gpuctlfault"],
+                 ["add", "chain", "inet", "gpuctlfault", "out", "{ type filter hook output priority 0; }"],
+                 ["add", "rule", "inet", "gpuctlfault", "out", "tcp", "dport", str(TRAIN_RDZV_PORT), "drop"]):
+        res = nft(*rule)
+        assert res.returncode == 0, f"nft {' '.join(rule)}: {res.stderr}"
     try:
         t = time.time()
         proc = gpuctl(tlab["runs"], "bench", tlab["inv"], "--suite", "training", "--json", timeout=1200)
@@ -230,7 +241,7 @@ def test_fault_rendezvous_port_blocked_on_one_node_fails_naming_it(tlab) -> None
         assert not [r for r in failed if r["subject"].startswith("gpu-01")], text[-3000:]  # named on gpu-02 only
         assert took < 900  # the suite's join timeout (180 s) and launcher limit, not a hang
     finally:
-        ssh(tlab, "gpu-02", "nft delete table inet gpuctlfault")
+        nft("delete", "table", "inet", "gpuctlfault")
 
 
 def test_fault_one_rank_with_different_data_is_ranks_disagree(tlab) -> None:  # type: ignore[no-untyped-def]
