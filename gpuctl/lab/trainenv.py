@@ -112,14 +112,16 @@ def enable_in_inventory(inventory: Path) -> None:
     (role_vars `ROLE_VARS`); its leading comment lines are kept."""
     import yaml
 
-    text = inventory.read_text()
+    from gpuctl.yamlsrc import load_yaml_text
+
+    loaded, _, text = load_yaml_text(inventory, what="lab inventory")
     lead = []
     for line in text.splitlines():
         if not line.startswith("#"):
             break
         lead.append(line)
     header = "".join(line + "\n" for line in lead)
-    data = yaml.safe_load(text) or {}
+    data = dict(loaded or {})
     data.setdefault("role_vars", {}).update(ROLE_VARS)
     note = ("# gpuctl lab up --train-env: the CPU build of the training environment, its wheels from the lab "
             "mirror's wheelhouse\n")
