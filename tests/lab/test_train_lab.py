@@ -29,8 +29,8 @@ default /opt/wheels). Only one container lab runs on a machine (one bridge): run
     flock /work/brief/container-lab.lock .venv/bin/python -m pytest -m lab -s tests/lab/test_train_lab.py
 
 Measured on the 2-core dev machine shared with other labs (load 12-17), 2026-12-05: the whole
-module 917 s (with a QEMU lab beside it); first train_env provision 115-171 s, no-op 6-14 s,
-bench --suite training 102-147 s, the blocked-port fault 280 s (the c10d join timeout, 180 s);
+module 946 s, 5 passed (with a QEMU lab beside it); first train_env provision 115-171 s, no-op
+6-14 s, bench --suite training 102-147 s, the blocked-port fault 290 s (the c10d join timeout, 180 s);
 upstream (the stand-in) 202,251,151 bytes once for the cluster, 0 during provisioning, each
 node 202,251,151 bytes from the mirror (figures printed with -s, README "Performance").
 """
