@@ -368,6 +368,7 @@ KNOBS: dict[str, Type | dict[str, Type]] = {
     # typed here ahead of the branch that adds them (i16-trainenv), so they are not refused
     # as untyped once both are merged
     "package_mirror_wheels_dir": Path(("/var/cache/gpuctl-wheels", "/srv", "/data"), is_dir=True),
+    "train_env_build": Choice(("cuda", "cpu"), "training environment build"),
     "train_env_path": Path(("/opt/gpuctl",)),
     "train_env_lock_file": Path(("/opt/gpuctl",)),
     "train_env_probe_file": Path(("/opt/gpuctl",)),

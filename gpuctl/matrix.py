@@ -191,11 +191,45 @@ class TrainLock(_Strict):
         return next((p for p in self.packages if p.name == name), None)
 
 
+class CpuTorchBuild(_Strict):
+    """A CPU build of torch: `version` carries the `+cpu` local label (the wheel's METADATA
+    version and `torch.__version__` alike, e.g. 2.13.0+cpu); no CUDA, no NCCL (gloo)."""
+
+    version: str = Field(pattern=r"^\d+(\.\d+)*\+cpu$")
+    source: str
+
+    @property
+    def release(self) -> str:
+        """The release without the local label: '2.13.0+cpu' -> '2.13.0'."""
+        return self.version.split("+")[0]
+
+
+class TrainEnvCpu(_Strict):
+    """The training environment's CPU build (nodes without a GPU: a CPU lab, login or head
+    nodes), chosen per inventory by roles/train_env's `train_env_build: cpu`: its own torch,
+    the index it comes from (PyTorch's CPU index) and its own hash lock. `pythons` are the
+    CPython versions the lock's torch hashes cover (a CPU wheel is one file per Python)."""
+
+    torch: CpuTorchBuild
+    index_url: str = Field(pattern=r"^https?://[A-Za-z0-9._~:/%+-]+$")
+    pythons: tuple[str, ...] = Field(min_length=1)
+    lock: TrainLock
+
+    @field_validator("pythons")
+    @classmethod
+    def _pys(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for py in v:
+            if not re.fullmatch(r"3\.\d+", py):
+                raise ValueError(f"'{py}' is not a Python version like 3.11")
+        return v
+
+
 class TrainEnv(_Strict):
     """The training environment (a Python venv with PyTorch) the matrix pins: the Python
     per OS family (the OS's own python3.X), the torch build, the CUDA runtime and NCCL
     wheels that build pins exactly in its metadata, optional extra packages, the index
-    the wheels come from and the hash lock of the whole closure."""
+    the wheels come from and the hash lock of the whole closure; optionally a CPU build
+    (`cpu`) for nodes without a GPU."""
 
     python: dict[OsFamily, str]
     python_source: str
@@ -205,6 +239,7 @@ class TrainEnv(_Strict):
     extra_packages: tuple[WheelPin, ...] = ()
     index_url: str = Field(default="https://pypi.org/simple", pattern=r"^https?://[A-Za-z0-9._~:/%+-]+$")
     lock: TrainLock
+    cpu: TrainEnvCpu | None = None
 
     @field_validator("python")
     @classmethod

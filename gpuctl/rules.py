@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpuctl.catalog import Sku
-from gpuctl.matrix import OS_FAMILIES, Matrix
+from gpuctl.matrix import OS_FAMILIES, Matrix, TrainLock
 from gpuctl.paths import catalog_dir
 from gpuctl.validation import validate_document
 from gpuctl.yamlsrc import load_yaml
@@ -106,6 +106,9 @@ class RuleContext:
     sku: Sku | None
     os_families: tuple[str, ...]
     today: dt.date
+    #: the training environment build an inventory asks for (roles/train_env `train_env_build`):
+    #: "cuda", "cpu", or None for the matrix alone (both builds it pins are checked)
+    build: str | None = None
 
 
 Rule = Callable[[RuleContext], list[RuleResult]]
@@ -328,10 +331,39 @@ def _no_train_env(name: str, c: RuleContext) -> list[RuleResult] | None:
     return None
 
 
+#: the rules about the CUDA build's runtime, driver, GPU architecture and bundled NCCL
+CUDA_BUILD_RULES = ("torch-cuda-major", "torch-driver", "torch-gpu-arch", "torch-nccl-vs-system")
+
+
+def _cpu_build_na(name: str, c: RuleContext) -> list[RuleResult]:
+    """A CUDA-build rule on the CPU build: not applicable (never a pass). For an inventory that
+    asks for the CPU build it is the rule's one result; for the matrix alone it is reported
+    beside the CUDA build's result when the matrix pins a CPU build too."""
+    te = c.matrix.train_env
+    if te is None or te.cpu is None or c.build == "cuda":
+        return []
+    return [RuleResult(name, "n/a", f"train_env.cpu: torch {te.cpu.torch.version} is a CPU build (no CUDA runtime, "
+                                    "no NCCL: gloo); this rule is about the CUDA build")]
+
+
+def _cuda_rule(fn: Rule) -> Rule:
+    """Run a CUDA-build rule for the CUDA build only; the CPU build gets `_cpu_build_na`."""
+    name = next(n for n in CUDA_BUILD_RULES if fn.__name__ == "_" + n.replace("-", "_"))
+
+    def wrapped(c: RuleContext) -> list[RuleResult]:
+        if (missing := _no_train_env(name, c)) is not None:
+            return missing
+        if c.build == "cpu":
+            return _cpu_build_na(name, c)
+        return fn(c) + _cpu_build_na(name, c)
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
 @rule("torch-cuda-major")
+@_cuda_rule
 def _torch_cuda_major(c: RuleContext) -> list[RuleResult]:
-    if (missing := _no_train_env("torch-cuda-major", c)) is not None:
-        return missing
     te = c.matrix.train_env
     assert te is not None
     t, major = te.torch, c.matrix.cuda.major
@@ -352,9 +384,8 @@ def _torch_cuda_major(c: RuleContext) -> list[RuleResult]:
 
 
 @rule("torch-driver")
+@_cuda_rule
 def _torch_driver(c: RuleContext) -> list[RuleResult]:
-    if (missing := _no_train_env("torch-driver", c)) is not None:
-        return missing
     te = c.matrix.train_env
     assert te is not None
     t, d = te.torch, c.matrix.driver
@@ -369,9 +400,8 @@ def _torch_driver(c: RuleContext) -> list[RuleResult]:
 
 
 @rule("torch-gpu-arch")
-def _torch_arch(c: RuleContext) -> list[RuleResult]:
-    if (missing := _no_train_env("torch-gpu-arch", c)) is not None:
-        return missing
+@_cuda_rule
+def _torch_gpu_arch(c: RuleContext) -> list[RuleResult]:
     if c.sku is None:
         return [RuleResult("torch-gpu-arch", "n/a", "no SKU given (--sku)")]
     te = c.matrix.train_env
@@ -392,6 +422,36 @@ def _torch_arch(c: RuleContext) -> list[RuleResult]:
 def _torch_python_os(c: RuleContext) -> list[RuleResult]:
     if (missing := _no_train_env("torch-python-os", c)) is not None:
         return missing
+    te = c.matrix.train_env
+    assert te is not None
+    cpu = _cpu_python_os(c) if te.cpu is not None and c.build != "cuda" else []
+    if c.build == "cpu":
+        return cpu or [RuleResult("torch-python-os", "fail", "role_vars.train_env_build is cpu; the matrix pins no "
+                                                             "train_env.cpu")]
+    return _cuda_python_os(c) + cpu
+
+
+def _cpu_python_os(c: RuleContext) -> list[RuleResult]:
+    """The CPU build's lock holds a torch wheel for each OS family's Python (a fail for an
+    inventory that asks for the CPU build, a warning for the matrix alone)."""
+    te = c.matrix.train_env
+    assert te is not None and te.cpu is not None
+    out: list[RuleResult] = []
+    for fam in c.os_families:
+        py = te.python.get(fam)  # type: ignore[call-overload]
+        if py is None:
+            continue  # the CUDA build's check names it (and it is the same Python)
+        if py in te.cpu.pythons:
+            out.append(RuleResult("torch-python-os", "pass", f"{fam}: train_env.cpu locks torch {te.cpu.torch.version} "
+                                                             f"for Python {py}"))
+        else:
+            out.append(RuleResult("torch-python-os", "fail" if c.build == "cpu" else "warn",
+                                  f"{fam}: train_env.cpu locks torch {te.cpu.torch.version} for Python "
+                                  f"{', '.join(te.cpu.pythons)} only, not {py} (add its wheel's sha256)"))
+    return out
+
+
+def _cuda_python_os(c: RuleContext) -> list[RuleResult]:
     te = c.matrix.train_env
     assert te is not None
     t = te.torch
@@ -424,9 +484,8 @@ def _major_minor(v: str) -> tuple[int, ...]:
 
 
 @rule("torch-nccl-vs-system")
-def _torch_nccl(c: RuleContext) -> list[RuleResult]:
-    if (missing := _no_train_env("torch-nccl-vs-system", c)) is not None:
-        return missing
+@_cuda_rule
+def _torch_nccl_vs_system(c: RuleContext) -> list[RuleResult]:
     te = c.matrix.train_env
     assert te is not None
     system, bundled = c.matrix.nccl.version, te.nccl.version
@@ -442,6 +501,40 @@ def _torch_nccl(c: RuleContext) -> list[RuleResult]:
 def _train_lock(c: RuleContext) -> list[RuleResult]:
     if (missing := _no_train_env("train-env-lock", c)) is not None:
         return missing
+    te = c.matrix.train_env
+    assert te is not None
+    cpu = _cpu_lock(c) if te.cpu is not None and c.build != "cuda" else []
+    if c.build == "cpu":
+        return cpu or [RuleResult("train-env-lock", "fail", "role_vars.train_env_build is cpu; the matrix pins no "
+                                                            "train_env.cpu")]
+    return _cuda_lock(c) + cpu
+
+
+def _lock_problems(lock: TrainLock, wanted: list[tuple[str, str]], where: str) -> list[RuleResult]:
+    out: list[RuleResult] = []
+    names = [p.name for p in lock.packages]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        out.append(RuleResult("train-env-lock", "fail", f"{where} lists {dup} more than once"))
+    for name, version in wanted:
+        locked = lock.get(name)
+        if locked is None:
+            out.append(RuleResult("train-env-lock", "fail", f"{name}=={version} is pinned but not in {where}"))
+        elif locked.version != version:
+            out.append(RuleResult("train-env-lock", "fail", f"{name}=={version} is pinned, {where} has "
+                                                            f"{locked.requirement}"))
+    return out
+
+
+def _cpu_lock(c: RuleContext) -> list[RuleResult]:
+    te = c.matrix.train_env
+    assert te is not None and te.cpu is not None
+    wanted = [("torch", te.cpu.torch.version)] + [(p.name, p.version) for p in te.extra_packages]
+    out = _lock_problems(te.cpu.lock, wanted, "train_env.cpu.lock")
+    return out or [RuleResult("train-env-lock", "pass", f"CPU lock of {len(te.cpu.lock.packages)} distributions "
+                                                        f"with hashes holds torch=={te.cpu.torch.version}")]
+
+
+def _cuda_lock(c: RuleContext) -> list[RuleResult]:
     te = c.matrix.train_env
     assert te is not None
     out: list[RuleResult] = []
@@ -469,10 +562,12 @@ def check_matrix(
     sku: Sku | None = None,
     os_families: tuple[str, ...] | None = None,
     today: dt.date | None = None,
+    build: str | None = None,
 ) -> list[RuleResult]:
-    """Run every rule; return every result (pass, warn, fail, n/a)."""
+    """Run every rule; return every result (pass, warn, fail, n/a). `build`: the training
+    environment build an inventory asks for (None: every build the matrix pins)."""
     families = os_families or tuple(f for f in OS_FAMILIES if f in matrix.packages)
-    ctx = RuleContext(matrix, load_compat(), sku, families, today or dt.date.today())
+    ctx = RuleContext(matrix, load_compat(), sku, families, today or dt.date.today(), build)
     results: list[RuleResult] = []
     for fn in RULES.values():
         results.extend(fn(ctx))

@@ -146,12 +146,13 @@ class TrainEnvSpec(_Spec):
     distributions this node's Python installs from it)."""
 
     python: str
-    torch_version: str           # as pip / importlib.metadata see it: "2.8.0"
-    torch_runtime_version: str   # torch.__version__: "2.8.0+cu128"
-    torch_cuda: str              # torch.version.cuda: "12.8"
-    nccl: str                    # "nvidia-nccl-cu12==2.27.3"
-    nccl_version: str            # torch.cuda.nccl.version() joined: "2.27.3"
-    cuda_runtime: str            # "nvidia-cuda-runtime-cu12==12.8.90"
+    build: Literal["cuda", "cpu"] = "cuda"  # roles/train_env's train_env_build
+    torch_version: str           # as pip / importlib.metadata see it: "2.8.0" ("2.13.0+cpu")
+    torch_runtime_version: str   # torch.__version__: "2.8.0+cu128" ("2.13.0+cpu")
+    torch_cuda: str | None       # torch.version.cuda: "12.8" (None: a CPU build)
+    nccl: str | None             # "nvidia-nccl-cu12==2.27.3" (None: a CPU build bundles no NCCL)
+    nccl_version: str | None     # torch.cuda.nccl.version() joined: "2.27.3"
+    cuda_runtime: str | None     # "nvidia-cuda-runtime-cu12==12.8.90"
     index_url: str
     lock_text: str               # the requirements file pip installs with --require-hashes
     packages: dict[str, str]     # distribution → version this node's Python installs
@@ -185,24 +186,42 @@ def _marker_applies(marker: str, python: str) -> bool:
     return Marker(marker).evaluate({"python_version": python, "python_full_version": python + ".0"})
 
 
-def train_env_spec(matrix: Any, os_family: str) -> TrainEnvSpec | None:
-    """The matrix's training environment for one OS family (None when it pins none or
-    names no Python for the family; the rules fail such a matrix before this runs)."""
+def train_env_spec(matrix: Any, os_family: str, build: str = "cuda") -> TrainEnvSpec | None:
+    """The matrix's training environment for one OS family and build ("cuda": the matrix's
+    torch; "cpu": its `train_env.cpu`), None when it pins none or names no Python for the
+    family (the rules fail such a matrix before this runs) or pins no CPU build when asked
+    for one (`check_train_env_build` refuses that inventory first)."""
     te = matrix.train_env
     if te is None or os_family not in te.python:
         return None
     py = te.python[os_family]
-    header = (f"# gpuctl train_env lock: matrix {matrix.name}, torch {te.torch.runtime_version}, Python {py}\n"
-              f"# {te.lock.source}\n")
-    lines = [p.lock_line() for p in te.lock.packages]
+    if build == "cpu":
+        if te.cpu is None:
+            return None
+        lock, index_url, runtime = te.cpu.lock, te.cpu.index_url, te.cpu.torch.version
+        build_fields: dict[str, Any] = dict(torch_version=te.cpu.torch.version, torch_cuda=None, nccl=None,
+                                            nccl_version=None, cuda_runtime=None)
+        where = "train_env.cpu"
+    else:
+        lock, index_url, runtime = te.lock, te.index_url, te.torch.runtime_version
+        build_fields = dict(torch_version=te.torch.dist_version, torch_cuda=te.torch.cuda, nccl=te.nccl.requirement,
+                            nccl_version=te.nccl.version, cuda_runtime=te.cuda_runtime.requirement)
+        where = "train_env"
+    header = (f"# gpuctl train_env lock: matrix {matrix.name}, torch {runtime}, Python {py}\n"
+              f"# {lock.source}\n")
+    lines = [p.lock_line() for p in lock.packages]
     return TrainEnvSpec(
-        python=py, torch_version=te.torch.dist_version, torch_runtime_version=te.torch.runtime_version,
-        torch_cuda=te.torch.cuda, nccl=te.nccl.requirement, nccl_version=te.nccl.version,
-        cuda_runtime=te.cuda_runtime.requirement, index_url=te.index_url,
+        python=py, build="cpu" if build == "cpu" else "cuda", torch_runtime_version=runtime, index_url=index_url,
         lock_text=header + "\n".join(lines) + "\n",
-        packages={p.name: p.version for p in te.lock.packages if _marker_applies(p.marker, py)},
-        source=f"matrix {matrix.name} train_env ({te.lock.source})",
+        packages={p.name: p.version for p in lock.packages if _marker_applies(p.marker, py)},
+        source=f"matrix {matrix.name} {where} ({lock.source})", **build_fields,
     )
+
+
+def train_env_build(inv: Inventory) -> str:
+    """The training environment build this inventory asks for: role_vars.train_env_build
+    (typed: cuda | cpu, gpuctl.knobs), else roles/train_env's default."""
+    return str(inv.role_vars.get("train_env_build", _train_env_defaults().get("train_env_build", "cuda")))
 
 
 class NodeSpec(_Spec):
@@ -442,7 +461,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         "nvme_raid": "" if raid else "no storage.raid in the inventory",
         "lustre_client": components["lustre"].reason,
         "bench_tools": "",
-        "train_env": _train_env_reason(inv, matrix.train_env is not None),
+        "train_env": _train_env_reason(inv, matrix),
     }
     kind = node_kind(inv)
     if kind == "container":
@@ -464,7 +483,8 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         sysctl_minimums=("net.core.rmem_max", "net.core.wmem_max", "vm.max_map_count"),
         repo=_repo(loaded), hardware=hardware, fabric=fabric, vlans=vlans, raid=raid, lustre=lustre_spec,
         nccl_conf=_nccl_conf(fabric), thresholds=thresholds, roles=roles,
-        role_vars=dict(inv.role_vars), node_kind=kind, train_env=_train_env_index(train_env_spec(matrix, fam), inv),
+        role_vars=dict(inv.role_vars), node_kind=kind,
+        train_env=_train_env_index(train_env_spec(matrix, fam, train_env_build(inv)), inv),
     )
 
 
@@ -478,11 +498,14 @@ def _train_env_index(te: TrainEnvSpec | None, inv: Inventory) -> TrainEnvSpec | 
     return te.model_copy(update={"index_url": inv.repos.mirror.rstrip("/") + "/gpuctl/wheels/simple"})
 
 
-def _train_env_reason(inv: Inventory, pinned: bool) -> str:
+def _train_env_reason(inv: Inventory, matrix: Any) -> str:
     """Why roles/train_env does not run here ("" = it runs): the matrix pins no training
-    environment, or the inventory turns it off (role_vars.train_env_enabled: false)."""
-    if not pinned:
+    environment (or no CPU build where the inventory asks for one), or the inventory turns
+    it off (role_vars.train_env_enabled: false)."""
+    if matrix.train_env is None:
         return "matrix pins no training environment"
+    if train_env_build(inv) == "cpu" and matrix.train_env.cpu is None:
+        return "role_vars.train_env_build is cpu; the matrix pins no train_env.cpu"
     enabled = inv.role_vars.get("train_env_enabled", _train_env_defaults().get("train_env_enabled", True))
     return "" if enabled is not False else "role_vars.train_env_enabled is false"
 
@@ -527,7 +550,8 @@ def node_kind(inv: Inventory) -> Literal["machine", "container"]:
 
 def check_before_touching(loaded: LoadedInventory) -> None:
     """Run the matrix rules for this inventory's SKU and OS; InputError on any failure."""
-    results = check_matrix(loaded.matrix.matrix, loaded.sku, (loaded.inventory.cluster.os_family,))
+    results = check_matrix(loaded.matrix.matrix, loaded.sku, (loaded.inventory.cluster.os_family,),
+                           build=train_env_build(loaded.inventory))
     bad = failures(results)
     if bad:
         raise InputError(

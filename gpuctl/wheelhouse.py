@@ -1,7 +1,8 @@
 """The training environment's wheelhouse: the lock's wheels as a PEP 503 simple index.
 
 `fill_wheelhouse(lock, python, dest, index_url)` fetches, from the upstream index (PEP 691
-JSON project pages), every wheel file whose sha256 the matrix's lock lists and that the
+JSON project pages, or PEP 503 HTML ones as download.pytorch.org serves: links with a
+`#sha256=` fragment, relative or absolute), every wheel file whose sha256 the matrix's lock lists and that the
 cluster's Python can install, checks each download against that sha256 before it is kept, and
 writes `dest/simple/<project>/<file>` with a `dest/simple/<project>/index.html` (links carrying
 `#sha256=`) and `dest/simple/index.html`. A file already in `dest` with the right sha256 is not
@@ -21,8 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import html
+import html.parser
 import json
 import os
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -95,6 +98,52 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+class _Anchors(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []  # (href, text)
+        self._href: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href, self._text = dict(attrs).get("href") or "", []
+
+    def handle_data(self, data: str) -> None:
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._href is not None:
+            self.links.append((self._href, "".join(self._text).strip()))
+            self._href = None
+
+
+def project_files(body: bytes, page_url: str) -> list[dict[str, Any]]:
+    """The files of a project page as PEP 691 describes them ({filename, url, hashes}): the
+    page's JSON, else its PEP 503 HTML links (url resolved against the page, the fragment's
+    `sha256=` as the hash; a link without one has no hash). ValueError: neither."""
+    try:
+        page = json.loads(body)
+    except ValueError:
+        page = None
+    if isinstance(page, dict):
+        return [f for f in page.get("files", []) if isinstance(f, dict) and "filename" in f and "url" in f]
+    text = body.decode("utf-8", errors="replace")
+    if "<a" not in text.lower():
+        raise ValueError("neither a PEP 691 JSON nor a PEP 503 HTML project page")
+    parser = _Anchors()
+    parser.feed(text)
+    files = []
+    for href, label in parser.links:
+        url, _, fragment = href.partition("#")
+        name = label or urllib.parse.unquote(url.rsplit("/", 1)[-1])
+        algo, _, digest = fragment.partition("=")
+        files.append({"filename": name, "url": urllib.parse.urljoin(page_url, url),
+                      "hashes": {algo: digest} if algo and digest else {}})
+    return files
+
+
 def _page(links: list[tuple[str, str]]) -> str:
     body = "".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a><br>\n' for href, text in links)
     return f"<!DOCTYPE html>\n<html><body>\n{body}</body></html>\n"
@@ -111,12 +160,13 @@ def fill_wheelhouse(lock: Sequence[Locked], python: str, dest: Path, index_url: 
     for pkg in lock:
         requirement = f"{pkg.name}=={pkg.version}"
         wanted = set(pkg.sha256)
+        page_url = f"{base}/{pkg.name}/"
         try:
-            page = json.loads(fetch(f"{base}/{pkg.name}/", {"Accept": JSON_ACCEPT}))
+            files = project_files(fetch(page_url, {"Accept": f"{JSON_ACCEPT}, text/html;q=0.1"}), page_url)
         except (OSError, ValueError) as exc:
             report.missing.append(f"{requirement}: the index's project page could not be read ({exc})")
             continue
-        chosen = [f for f in page.get("files", []) if f.get("hashes", {}).get("sha256") in wanted
+        chosen = [f for f in files if f.get("hashes", {}).get("sha256") in wanted
                   and wheel_fits(f["filename"], python)]
         if not chosen:
             report.missing.append(f"{requirement}: no wheel for Python {python} with a locked sha256 on {base}")
@@ -150,13 +200,20 @@ def fill_wheelhouse(lock: Sequence[Locked], python: str, dest: Path, index_url: 
 
 
 def _lock_and_python(loaded: Any) -> tuple[Sequence[Locked], str, str]:
+    """The lock, the Python and the upstream index of the inventory's training environment
+    build (roles/train_env `train_env_build`: the matrix's CUDA lock or its `train_env.cpu`)."""
     from gpuctl.errors import InputError
+    from gpuctl.spec import train_env_build
 
     matrix = loaded.matrix.matrix
     te = matrix.train_env
     fam = loaded.inventory.cluster.os_family
     if te is None or fam not in te.python:
         raise InputError(f"matrix {matrix.name} pins no training environment for {fam}")
+    if train_env_build(loaded.inventory) == "cpu":
+        if te.cpu is None:
+            raise InputError(f"role_vars.train_env_build is cpu; matrix {matrix.name} pins no train_env.cpu")
+        return te.cpu.lock.packages, te.python[fam], te.cpu.index_url
     return te.lock.packages, te.python[fam], te.index_url
 
 

@@ -72,6 +72,12 @@ SUITES: dict[str, Suite] = {
         nccl_max_bytes="8G", multi_node=True, bwprobe=True, ib=True, fio=True, fio_size_mib=4096,
         fio_runtime_s=30, gdsio=True, dcgm=True, training=True, training_steps=60, timeout_s=1800,
     ),
+    # the training run alone (one node each, then across all nodes): a CPU cluster or lab, or a
+    # rerun of the training acceptance without the fabric and storage benchmarks
+    "training": Suite(
+        name="training", nccl_tests=(), nccl_max_bytes="1G", multi_node=False, bwprobe=False, ib=False, fio=False,
+        fio_size_mib=0, fio_runtime_s=0, gdsio=False, dcgm=False, training=True, training_steps=40, timeout_s=600,
+    ),
 }
 
 
@@ -92,13 +98,20 @@ def nccl_script(test: str, suite: Suite, spec: NodeSpec) -> str:
     return preamble() + (f"env {env} " if env else "") + argv + "\n"
 
 
+def fabric_port(spec: NodeSpec):  # type: ignore[no-untyped-def]
+    """The first fabric port with an address, when the node has it configured: on container
+    nodes (lab kind "container") the network role is not applicable, so the inventory's fabric
+    addresses never exist there and the management network joins the nodes."""
+    if spec.node_kind == "container":
+        return None
+    return next((p for p in spec.fabric.ports if p.address), None)
+
+
 def mpi_host(spec: NodeSpec) -> str:
     """The address other nodes reach this one on for MPI's own SSH launch: the first
     fabric address when there is one (that network joins the nodes), else the node's."""
-    for port in spec.fabric.ports:
-        if port.address:
-            return port.address.split("/")[0]
-    return spec.address
+    port = fabric_port(spec)
+    return port.address.split("/")[0] if port is not None else spec.address
 
 
 def hostfile_text(specs: Sequence[NodeSpec]) -> str:
@@ -122,7 +135,7 @@ def mpi_networks(specs: Sequence[NodeSpec]) -> list[str]:
     under the same address (docker0, a QEMU user network) and can hang."""
     nets: list[str] = []
     for spec in specs:
-        port = next((p for p in spec.fabric.ports if p.address), None)
+        port = fabric_port(spec)
         if port is None or port.address is None or "/" not in port.address:
             return []
         net = str(ipaddress.ip_interface(port.address).network)
@@ -372,9 +385,11 @@ def training_env(spec: NodeSpec, specs: Sequence[NodeSpec]) -> dict[str, str]:
     (`mpi_env`), gloo on the same fabric interface, and the node's inventory name (each rank
     reports it with its checksum)."""
     env = mpi_env(specs)
-    port = next((p for p in spec.fabric.ports if p.address), None)
+    port = fabric_port(spec)
     if port is not None:
         env["GLOO_SOCKET_IFNAME"] = port.interface
+    elif spec.management_interface:  # the rendezvous uses the node's own address: gloo too
+        env["GLOO_SOCKET_IFNAME"] = spec.management_interface
     env["GPUCTL_NODE"] = spec.node
     return env
 

@@ -38,7 +38,7 @@ def _print(data: dict[str, Any]) -> None:
 @click.argument("inventory", type=click.Path(dir_okay=False))
 @click.option("--suite", type=click.Choice(sorted(SUITES)), default="quick", show_default=True,
               help="quick: all_reduce, probe, IB, fio, training; acceptance adds all_gather, "
-                   "reduce_scatter and dcgmi diag -r 2 with larger sizes.")
+                   "reduce_scatter and dcgmi diag -r 2 with larger sizes; training: the training run alone.")
 @limit_option
 @json_option
 @handle_errors

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from gpuctl.cli.common import console, emit_json, handle_errors, json_option
-from gpuctl.errors import InputError
+from gpuctl.errors import ExecutionError, InputError
 
 
 @click.group("lab")
@@ -37,23 +37,29 @@ def lab_group() -> None:
               "removed by `lab down`); never under the checked-in inventories/, whose lab.yaml is its template.")
 @click.option("--timeout", "boot_timeout", type=float, default=240.0, show_default=True,
               help="Seconds to wait for SSH on each node.")
+@click.option("--train-env", "train_env", is_flag=True,
+              help="Enable the training environment's CPU build in the inventory (train_env_build: cpu) and fill "
+                   "the lab mirror's wheelhouse from the lab's stand-in of PyTorch's CPU index (~200 MB once).")
 @json_option
 @handle_errors
 def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: int, memory_mb: int,
-           cpu: str, matrix: str, inventory_path: Path | None, boot_timeout: float, as_json: bool) -> None:
+           cpu: str, matrix: str, inventory_path: Path | None, boot_timeout: float, train_env: bool,
+           as_json: bool) -> None:
     """Build the image (once), start the caches, the fabric and NODES QEMU nodes
     (or, with --kind container, NODES systemd-nspawn containers for scale runs)."""
     if kind == "container":
-        _up_containers(nodes, sku, matrix, inventory_path, boot_timeout, as_json)
+        _up_containers(nodes, sku, matrix, inventory_path, boot_timeout, as_json, train_env)
         return
     from gpuctl.lab.nodes import up
 
     state = up(nodes, sku, nvme, nvme_size_gb=nvme_size_gb, smp=smp, memory_mb=memory_mb, cpu=cpu,
                matrix=matrix, inventory_path=inventory_path, boot_timeout=boot_timeout)
+    wheels = _train_env(Path(state.inventory_path), Path(state.repo_dir), f"http://127.0.0.1:{state.repo_port}/",
+                        as_json) if train_env else None
     if as_json:
         emit_json({"inventory": state.inventory_path, "nodes": {
             n.name: {"ssh_port": n.ssh_port, "pid": n.process.pid if n.process else None}
-            for n in state.nodes}, "key": state.key_path})
+            for n in state.nodes}, "key": state.key_path, **({"train_env": wheels} if wheels else {})})
         return
     out = console()
     for node in state.nodes:
@@ -69,15 +75,36 @@ def _print_inventory(path: str) -> None:
     out.print(f"next: gpuctl provision {path} --yes", markup=False)
 
 
+def _train_env(inventory: Path, repo: Path, repo_url_here: str, as_json: bool) -> dict:
+    """`--train-env`: the inventory switched to the CPU build, the mirror's wheelhouse filled
+    (gpuctl.lab.trainenv); on failure the lab stays up and the error says so."""
+    from gpuctl.lab import trainenv
+
+    trainenv.enable_in_inventory(inventory)
+    try:
+        res = trainenv.prepare(inventory, repo, repo_url_here)
+    except (ExecutionError, OSError) as exc:
+        raise ExecutionError(f"{exc} (the lab is up; `gpuctl lab down` stops it)") from None
+    if not as_json:
+        m = res["mirror"]
+        console().print(f"training environment: CPU build; the lab mirror's wheelhouse {m['dir']}: {m['fetched']} "
+                        f"wheel(s) fetched ({m['bytes_fetched']} bytes) from {m['upstream']}, {m['cached']} already "
+                        "there", markup=False)
+    return res
+
+
 def _up_containers(nodes: int, sku: str, matrix: str, inventory_path: Path | None, boot_timeout: float,
-                   as_json: bool) -> None:
+                   as_json: bool, train_env: bool = False) -> None:
     from gpuctl.lab import containers
+    from gpuctl.lab.netcache import repo_dir
 
     state = containers.up(nodes, sku, matrix, inventory_path=inventory_path.resolve() if inventory_path else None,
                           boot_timeout=boot_timeout)
+    wheels = _train_env(Path(state.inventory_path), repo_dir(), state.repo_url, as_json) if train_env else None
     if as_json:
         emit_json({"kind": "container", "inventory": state.inventory_path, "key": state.key_path, "nodes": {
-            n.name: {"address": n.address, "pid": n.process.pid if n.process else None} for n in state.nodes}})
+            n.name: {"address": n.address, "pid": n.process.pid if n.process else None} for n in state.nodes},
+            **({"train_env": wheels} if wheels else {})})
         return
     out = console()
     out.print(f"{len(state.nodes)} container node(s): {state.nodes[0].address} … {state.nodes[-1].address} "

@@ -478,6 +478,12 @@ def _enter_cgroups(dirs: Sequence[str]) -> Callable[[], None]:
     return move
 
 
+def access_log_file(state_dir: Path, kind: str) -> Path:
+    """The access log of the container lab's `kind` server ("proxy" | "repo"): one JSON line
+    per request (`gpuctl.lab.netcache.bytes_served` sums them)."""
+    return state_dir / f"access-{kind}.jsonl"
+
+
 def _start_server(kind: str, directory: Path, run_dir: Path, timeout: float = 20.0) -> tuple[int, ProcessRecord]:
     run_dir.mkdir(parents=True, exist_ok=True)
     port_file = run_dir / f"{kind}.port"
@@ -488,7 +494,8 @@ def _start_server(kind: str, directory: Path, run_dir: Path, timeout: float = 20
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     marker = f"--port-file={port_file}"
     argv = [sys.executable, "-m", "gpuctl.lab.containers", "serve", kind, f"--dir={directory}",
-            f"--bind={HOST_ADDRESS}", marker, f"--log={log_file}"]
+            f"--bind={HOST_ADDRESS}", marker, f"--log={log_file}",
+            f"--access-log={access_log_file(run_dir.parent, kind)}"]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     deadline = time.monotonic() + timeout
@@ -771,9 +778,10 @@ def status(check_ssh: bool = True, state_dir: Path | None = None) -> dict[str, A
 # ---------------------------------------------------------------------------- servers on the bridge
 
 
-def serve(kind: str, directory: Path, bind: str, port_file: Path) -> None:
+def serve(kind: str, directory: Path, bind: str, port_file: Path, access_log: Path | None = None) -> None:
     """The lab's apt cache proxy or stand-in repository (`gpuctl.lab.netcache` handlers),
-    bound to the bridge address so that the containers reach it; nothing else."""
+    bound to the bridge address so that the containers reach it; nothing else; each request
+    logged to `access_log` when given."""
     import http.server
 
     from gpuctl.lab.netcache import CachingProxyHandler, QuietRepoHandler
@@ -783,10 +791,12 @@ def serve(kind: str, directory: Path, bind: str, port_file: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     handler: Any
     if kind == "proxy":
-        handler = type("Handler", (CachingProxyHandler,), {"cache_dir": directory})
+        handler = type("Handler", (CachingProxyHandler,), {"cache_dir": directory, "access_log": access_log})
     else:
+        logged = type("Handler", (QuietRepoHandler,), {"access_log": access_log})
+
         def handler(*args: Any, **kwargs: Any) -> QuietRepoHandler:
-            return QuietRepoHandler(*args, directory=str(directory), **kwargs)
+            return logged(*args, directory=str(directory), **kwargs)
     server = http.server.ThreadingHTTPServer((bind, 0), handler)
     server.daemon_threads = True
     tmp = port_file.with_suffix(".tmp")
@@ -805,10 +815,11 @@ def main(argv: list[str] | None = None) -> None:
     srv.add_argument("--bind", required=True)
     srv.add_argument("--port-file", required=True, type=Path)
     srv.add_argument("--log", type=Path)
+    srv.add_argument("--access-log", type=Path)
     args = parser.parse_args(argv)
     logging.basicConfig(filename=str(args.log) if args.log else None, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
-    serve(args.kind, args.dir, args.bind, args.port_file)
+    serve(args.kind, args.dir, args.bind, args.port_file, args.access_log)
 
 
 if __name__ == "__main__":

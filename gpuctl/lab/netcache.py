@@ -153,10 +153,11 @@ class AccessLogged(http.server.BaseHTTPRequestHandler):
 
 
 def bytes_served(logs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], since: float | None = None,
-                 until: float | None = None) -> dict[str, Any]:
+                 until: float | None = None, path_prefix: str | None = None) -> dict[str, Any]:
     """What the lab's servers sent, from their access logs (one or several files), counting
-    requests with `since <= time < until`: {"total": bytes, "requests": n, "clients":
-    {address: bytes}, "logs": {file name: bytes}, "cache": {hit|stale|miss|repo: bytes}}.
+    requests with `since <= time < until` (and, given `path_prefix`, whose path starts with
+    it): {"total": bytes, "requests": n, "clients": {address: bytes}, "logs": {file name:
+    bytes}, "cache": {hit|stale|miss|repo: bytes}}.
     A missing log is an error (the server was started without one)."""
     paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
     out: dict[str, Any] = {"total": 0, "requests": 0, "clients": {}, "logs": {}, "cache": {}}
@@ -170,6 +171,8 @@ def bytes_served(logs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut short by a killed server
             if (since is not None and when < since) or (until is not None and when >= until):
+                continue
+            if path_prefix is not None and not str(entry.get("path", "")).startswith(path_prefix):
                 continue
             out["total"] += size
             out["requests"] += 1

@@ -1,6 +1,9 @@
 """Checks of the train_env role: torch imports in the training environment; torch's version,
 CUDA and NCCL are the matrix's; on a GPU node torch sees the SKU's GPU count and a float32
 matmul on every GPU matches the CPU's; the installed distributions are exactly the lock's.
+For the CPU build (`train_env_build: cpu`) torch.version.cuda must be None, and the NCCL and
+GPU checks are skipped as not applicable (a CPU build bundles no NCCL, trains on gloo, uses no
+GPU) — reported as skipped with that reason, never as a pass.
 
 One probe per host (templates/train_env/probe.py, written by the role, run with the
 environment's own python), parsed once (gpuctl.parsers.train_env); every check reads it.
@@ -9,6 +12,8 @@ environment's own python), parsed once (gpuctl.parsers.train_env); every check r
 from __future__ import annotations
 
 import contextlib
+
+import pytest
 
 from gpuctl.checks.api import CouldNotRun, Remediation, expect, fail, for_each
 from gpuctl.errors import ParseError
@@ -90,13 +95,25 @@ def test_torch_version(host, spec, probe):
            remediation=Remediation.RECONFIGURE)
 
 
+def _not_on_cpu_build(spec, what: str) -> None:  # type: ignore[no-untyped-def]
+    te = _te(spec)
+    if te.build == "cpu":
+        pytest.skip(f"not applicable: the CPU build (train_env_build: cpu, torch {te.torch_runtime_version}) {what}")
+
+
 def test_torch_cuda(host, spec, probe):
     te, p = _te(spec), _imported(spec, probe)
+    if te.build == "cpu":
+        expect(p.cuda is None, f"torch is built for CUDA {p.cuda}; the node's build is the CPU build",
+               expected=f"torch.version.cuda None (CPU build {te.torch_runtime_version})", found=str(p.cuda),
+               remediation=Remediation.RECONFIGURE)
+        return
     expect(p.cuda == te.torch_cuda, f"torch is built for CUDA {p.cuda}, the matrix's build is CUDA {te.torch_cuda}",
            expected=f"torch.version.cuda {te.torch_cuda}", found=str(p.cuda), remediation=Remediation.RECONFIGURE)
 
 
 def test_torch_nccl(host, spec, probe):
+    _not_on_cpu_build(spec, "bundles no NCCL; distributed training runs on gloo")
     te, p = _te(spec), _imported(spec, probe)
     expect(p.nccl == te.nccl_version, f"torch loads NCCL {p.nccl or 'none'}, the matrix pins {te.nccl}",
            expected=f"torch.cuda.nccl.version() {te.nccl_version} ({te.nccl})", found=str(p.nccl),
@@ -105,6 +122,7 @@ def test_torch_nccl(host, spec, probe):
 
 def test_gpu_count(host, spec, probe):
     """torch sees every GPU of the SKU (a GPU missing to CUDA is missing to every job)."""
+    _not_on_cpu_build(spec, "uses no GPU")
     p, want = _imported(spec, probe), spec.hardware.gpu_count
     expect(p.device_count == want, f"torch sees {p.device_count} GPU(s), {spec.sku} has {want}",
            expected=f"torch.cuda.device_count() == {want}",
@@ -113,7 +131,8 @@ def test_gpu_count(host, spec, probe):
 
 
 def _gpus(spec) -> list[str]:  # type: ignore[no-untyped-def]
-    return [f"gpu{i}" for i in range(spec.hardware.gpu_count)] if spec.train_env is not None else []
+    te = spec.train_env  # the CPU build runs no matmul on a GPU (test_gpu_count says why)
+    return [f"gpu{i}" for i in range(spec.hardware.gpu_count)] if te is not None and te.build != "cpu" else []
 
 
 @for_each(_gpus)

@@ -4,7 +4,8 @@ What a node gets (all from `spec.train_env`, the matrix's `train_env` for the no
 - the OS package that gives `python3.X -m venv` (train_env_python_package);
 - the lock as pip reads it (train_env_lock_file, a file op) and the probe the checks run;
 - the environment in `<train_env_path>-<lock sha256[:12]>`: created with the OS's python3.X,
-  filled with `pip install --no-deps --require-hashes --only-binary=:all:` from the lock (the
+  filled with `pip install --no-deps --require-hashes --only-binary=:all: --no-cache-dir` (no
+  second copy of the wheels on the node: the cluster's cache keeps them) from the lock (the
   whole closure, every wheel's sha256 listed), checked (`pip check`, `import torch`), and only
   then switched in: `train_env_path` is a symlink renamed over atomically. When pip cannot get a
   package or a hash does not match, the half-built folder is removed, pip's own lines naming
@@ -20,6 +21,7 @@ lists) equals the lock → no command. Environments of older locks are removed a
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 from pyinfra import host
 from pyinfra.api import deploy, operation
@@ -57,6 +59,14 @@ def env_dir(path: str, te: TrainEnvSpec) -> str:
     return f"{path}-{te.lock_sha256[:12]}"
 
 
+def trusted_host(index_url: str) -> str:
+    """` --trusted-host HOST:PORT` for a plain-http index (the cluster's cache or mirror), else "":
+    pip ignores an http index on any host but localhost without it ("not a trusted or secure
+    host"); with --require-hashes every file is still checked against the lock's sha256."""
+    parts = urllib.parse.urlsplit(index_url)
+    return f" --trusted-host {sh(parts.netloc)}" if parts.scheme == "http" and parts.netloc else ""
+
+
 def build_command(te: TrainEnvSpec, target: str, path: str, lock_file: str, index_url: str,
                   import_check: str = "torch") -> str:
     """One shell command: build the environment in `target`, check it, switch `path` to it,
@@ -66,8 +76,8 @@ def build_command(te: TrainEnvSpec, target: str, path: str, lock_file: str, inde
     q = sh  # one word
     t, p, py = q(target), q(path), q(f"{target}/bin/python")
     log = q(f"{target}.pip.log")
-    pip = (f"{py} -m pip install --no-input --disable-pip-version-check --no-deps --require-hashes"
-           f" --only-binary=:all: --index-url {q(index_url)} -r {q(lock_file)}")
+    pip = (f"{py} -m pip install --no-input --disable-pip-version-check --no-cache-dir --no-deps --require-hashes"
+           f" --only-binary=:all: --index-url {q(index_url)}{trusted_host(index_url)} -r {q(lock_file)}")
     named = (f"$(grep -iE {q(PIP_FAILURE_LINES)} {log} | grep -oE {q(REQUIREMENT)} | sort -u | tr '\\n' ' ')")
     fail = (f"{{ tail -n 40 {log} >&2;"
             f" printf '%s%s%s\\n' 'train_env: pip could not install ' \"{named}\""
@@ -135,7 +145,7 @@ def install() -> None:
     write_file(name=f"Write the training environment lock ({len(te.packages)} distributions, sha256 "
                     f"{te.lock_sha256[:12]}…)", path=paths["train_env_lock_file"], content=te.lock_text, states=files)
     build_train_env(
-        name=f"Install torch {te.torch_runtime_version} ({te.nccl}, --require-hashes)",
+        name=f"Install torch {te.torch_runtime_version} ({te.nccl or 'CPU build: no NCCL, gloo'}, --require-hashes)",
         te=te, state=state, path=path, lock_file=paths["train_env_lock_file"], index_url=index_url)
     write_file(name="Write the training environment probe", path=paths["train_env_probe_file"],
                content=read_template_file(ROLE, "probe.py"), states=files)

@@ -62,8 +62,8 @@ def test_fresh_node_installs_the_pinned_lock_with_hashes(fake):
     assert len(build) == 1
     target = f"{PATH}-{te.lock_sha256[:12]}"
     assert f"python3.10 -m venv {target}" in build[0]
-    assert (f"{target}/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --require-hashes "
-            f"--only-binary=:all: --index-url https://pypi.org/simple -r {LOCK}") in build[0]
+    assert (f"{target}/bin/python -m pip install --no-input --disable-pip-version-check --no-cache-dir --no-deps "
+            f"--require-hashes --only-binary=:all: --index-url https://pypi.org/simple -r {LOCK}") in build[0]
     assert f"ln -sfn {target} {PATH}.gpuctl-new && mv -T {PATH}.gpuctl-new {PATH}" in build[0]
     # profile.d after the environment exists, as a file
     assert f'PATH="{PATH}/bin:${{PATH}}"' in h.files[PROFILE]
@@ -161,4 +161,5 @@ def test_air_gapped_mirror_serves_the_wheels(fake, tmp_path):
     assert specs[0].train_env.index_url == "http://10.0.2.2:8080/gpuctl/wheels/simple"
     h = run_role(fake, "train_env", specs, "ubuntu2204-fresh")
     build = next(c for c in h.execute_commands if BUILD.search(c))
-    assert "--index-url http://10.0.2.2:8080/gpuctl/wheels/simple -r" in build
+    # pip ignores a plain-http index unless its host is trusted; the lock's hashes still hold
+    assert "--index-url http://10.0.2.2:8080/gpuctl/wheels/simple --trusted-host 10.0.2.2:8080 -r" in build

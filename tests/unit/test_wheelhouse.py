@@ -43,7 +43,7 @@ class Upstream:
 
     def __call__(self, url: str, headers: dict[str, str]) -> bytes:
         if url in self.pages:
-            assert headers.get("Accept") == "application/vnd.pypi.simple.v1+json"
+            assert headers.get("Accept", "").startswith("application/vnd.pypi.simple.v1+json")
             return json.dumps(self.pages[url]).encode()
         self.downloads.append(url)
         return self.blobs[url]
@@ -219,3 +219,56 @@ def test_fill_cache_wheels_needs_a_serving_cache_host(monkeypatch) -> None:  # t
     assert specs["gpu-01"].train_env.index_url == "http://127.0.0.1:3143/simple"
     assert specs["gpu-02"].train_env.index_url == f"http://{specs['gpu-01'].address}:3143/simple"
     assert all(s.train_env.index_url == "https://pypi.org/simple" for s in resolve(off))
+
+
+class HtmlUpstream:
+    """A PEP 503 (HTML only) index as download.pytorch.org/whl/cpu serves it: site-relative
+    hrefs with `#sha256=` (torch, its `+` quoted), absolute ones to another host (a dependency)."""
+
+    def __init__(self, index: str, files: dict[str, list[tuple[str, bytes, str]]]) -> None:
+        self.index, self.blobs, self.pages = index, {}, {}
+        for project, entries in files.items():
+            links = []
+            for fn, data, where in entries:
+                url = (f"/whl/cpu/{fn.replace('+', '%2B')}" if where == "relative" else f"https://files.example/{fn}")
+                self.blobs[url if where != "relative" else "https://pytorch.example" + url] = data
+                links.append(f'<a href="{url}#sha256={hashlib.sha256(data).hexdigest()}">{fn}</a><br/>')
+            self.pages[f"{index}/{project}/"] = "<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>"
+        self.downloads: list[str] = []
+
+    def __call__(self, url: str, headers: dict[str, str]) -> bytes:
+        if url in self.pages:
+            return self.pages[url].encode()
+        self.downloads.append(url)
+        return self.blobs[url]
+
+
+def test_fill_reads_pep503_html_pages_like_the_pytorch_cpu_index(tmp_path: Path) -> None:
+    """download.pytorch.org serves PEP 503 HTML only (no PEP 691 JSON): the fill reads its links'
+    #sha256= fragments and resolves site-relative hrefs; before, every page was 'could not be read'."""
+    torch = _wheel("torch", "2.13.0+cpu", "cp311-cp311-manylinux_2_28_x86_64")
+    other = _wheel("torch", "2.13.0+cpu", "cp312-cp312-manylinux_2_28_x86_64")
+    dep = _wheel("filelock", "4.3.2")
+    index = "https://pytorch.example/whl/cpu"
+    up = HtmlUpstream(index, {"torch": [(*torch, "relative"), (*other, "relative")], "filelock": [(*dep, "abs")]})
+    lock = [_locked("torch", torch, other), _locked("filelock", dep)]
+    report = fill_wheelhouse(lock, "3.11", tmp_path, index, fetch=up)
+    assert report.ok, report.missing
+    assert sorted(report.fetched) == sorted([torch[0], dep[0]])
+    assert up.downloads == [f"https://pytorch.example/whl/cpu/{torch[0].replace('+', '%2B')}",
+                            f"https://files.example/{dep[0]}"]
+    assert (tmp_path / "simple" / "torch" / torch[0]).read_bytes() == torch[1]
+    assert f'href="{torch[0]}#sha256={hashlib.sha256(torch[1]).hexdigest()}"' in \
+        (tmp_path / "simple" / "torch" / "index.html").read_text()
+    again = fill_wheelhouse(lock, "3.11", tmp_path, index, fetch=up)
+    assert again.fetched == [] and sorted(again.cached) == sorted([torch[0], dep[0]])
+
+
+def test_an_html_page_without_the_locked_hash_names_the_package(tmp_path: Path) -> None:
+    torch = _wheel("torch", "2.13.0+cpu", "cp311-cp311-manylinux_2_28_x86_64")
+    index = "https://pytorch.example/whl/cpu"
+    up = HtmlUpstream(index, {"torch": [(*torch, "relative")]})
+    wrong = LockedWheel(name="torch", version="2.13.0+cpu", sha256=("0" * 64,))
+    report = fill_wheelhouse([wrong], "3.11", tmp_path, index, fetch=up)
+    assert report.missing == [f"torch==2.13.0+cpu: no wheel for Python 3.11 with a locked sha256 on {index}"]
+    assert up.downloads == []
