@@ -39,6 +39,7 @@ LOCAL_IMPORT_REASONS: dict[tuple[str, str], str] = {
     ("gpuctl.lab.", "*"): LAB_TOOLING,
     ("gpuctl.wheelhouse", "gpuctl.errors"): RUNS_ALONE,
     ("gpuctl.wheelhouse", "gpuctl.shellcmd"): RUNS_ALONE,
+    ("gpuctl.wheelhouse", "gpuctl.spec"): RUNS_ALONE,
     ("gpuctl.handover", "gpuctl.bench.remote"): PATCH_ORDER,
     ("gpuctl.handover", "gpuctl.operations"): PATCH_ORDER,
     ("gpuctl.handover", "gpuctl.rolerun"): PATCH_ORDER,
