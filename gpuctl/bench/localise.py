@@ -50,6 +50,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpuctl.bench.pairing import pairing_rounds
+from gpuctl.catalog import Measured as CatalogMeasured
+from gpuctl.catalog import load_health, outside_workload
+from gpuctl.errors import InputError
+from gpuctl.remediation import Remediation
+from gpuctl.spec import NodeSpec
+from gpuctl.verdicts import Status, Subject, Verdict, could_not_run
 
 LOOPBACK, PAIR, RAIL, PERFTEST = "loopback", "pair", "rail", "perftest"
 ProbeKind = Literal["loopback", "pair", "rail", "perftest"]
@@ -464,3 +470,61 @@ def _done(nodes: Sequence[str], run: _Run, findings: list[Finding], notes: list[
     measurable = len({s.probe.nodes[0] for s in run.steps if s.stage == LOOPBACK and s.value is not None})
     return Localisation(tuple(nodes), trigger, run.rounds, round_bound(measurable), tuple(findings),
                         tuple(run.steps), tuple(notes), limits.slow_fraction, limits.slow_fraction_source)
+
+
+# ---------------------------------------------------------------------------- in a bench run
+
+
+def limits_for(spec: NodeSpec, message_bytes: int) -> Limits:
+    """The fault-finding limits of a node: `slow_fraction` (catalog/health.yaml) and the
+    node's multi-node and ib_write_bw floors where they hold for this run's workload (full
+    nodes for the 2-node all_reduce; `message_bytes` perftest messages)."""
+    health = load_health().fault_finding
+    if health is None:
+        raise InputError("catalog/health.yaml: fault_finding.slow_fraction is missing")
+
+    def floor(check: str, measured: CatalogMeasured) -> tuple[float | None, str | None]:
+        t = spec.thresholds.get(check)
+        if t is None or t.not_applicable or t.min is None or outside_workload(t.applies_to, measured):
+            return None, None
+        return t.min, t.source
+
+    pair, pair_src = floor("multi_node_busbw_gb_s", CatalogMeasured(gpus_per_node=spec.hardware.gpu_count))
+    perf, perf_src = floor("ib_write_bw_gbit_s", CatalogMeasured(message_bytes=message_bytes))
+    return Limits(health.slow_fraction.value, health.slow_fraction.source, pair, pair_src, perf, perf_src)
+
+
+def trigger(results: Sequence[Mapping[str, Any]], fraction: float) -> str | None:
+    """Why fault finding starts, from a bench run's cluster results (`result_dict`s), or None:
+    the multi-node all_reduce failed its floor, or an ib_write_bw pair is more than
+    `fraction` below the best pair (`slow`, the one rule)."""
+    why = [str(r.get("message")) for r in results
+           if r.get("check") == "multi_node_busbw_gb_s" and r.get("status") == "fail"]
+    pairs = [r for r in results if r.get("check") == "ib_write_bw_gbit_s" and isinstance(r.get("value"), (int, float))]
+    best = max((float(r["value"]) for r in pairs), default=None)
+    why += [f"ib_write_bw {r.get('subject')}: {r['value']:g} Gb/s, more than {fraction:.0%} below the best pair "
+            f"({best:g} Gb/s)" for r in pairs if slow(float(r["value"]), best, fraction)]
+    return "; ".join(why) or None
+
+
+def finding_verdicts(loc: Localisation) -> list[Verdict]:
+    """The findings as verdicts (check `fault_finding`): a named node or link fails (reseat or
+    replace), a pair that cannot be pinned or a widespread fault fails (reconfigure or look
+    at the fabric), a node that could not be measured could not run; nothing named is
+    reported without a threshold (not a pass: the search only compares)."""
+    out: list[Verdict] = []
+    src = f"fault finding: slow = below the floor or {loc.slow_fraction:.0%} below the stage's best " \
+          f"({loc.slow_fraction_source})"
+    for f in loc.findings:
+        port = ",".join(sorted({r.hca for r in f.rails})) or None
+        subject = Subject(node="↔".join(f.nodes) or "cluster", port=port)
+        text = f"{f.message} (rounds {loc.rounds} of at most {loc.bound})"
+        if f.kind == "unreachable":
+            out.append(could_not_run("fault_finding", f.message, subject, Remediation.RERUN, src))
+        elif f.kind == "noise":
+            out.append(Verdict("fault_finding", Status.NO_THRESHOLD, subject, None, None, "", src,
+                               Remediation.NONE, text))
+        else:
+            rem = Remediation.RESEAT_OR_REPLACE if f.kind in ("node", "link") else Remediation.RECONFIGURE
+            out.append(Verdict("fault_finding", Status.FAIL, subject, None, None, "", src, rem, text))
+    return out

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.bench import mpissh, remote, suites
+from gpuctl.bench import localise, mpissh, remote, suites
 from gpuctl.bench.judge import Judged, effective_sku, judge_output, nccl_series, not_applicable, result_dict
 from gpuctl.bench.pairing import pairing_rounds
 from gpuctl.bench.programs import program_text
@@ -30,6 +31,8 @@ from gpuctl.bench.remote import CmdResult, SshTarget
 from gpuctl.catalog import Sku
 from gpuctl.errors import ExitCode, ParseError
 from gpuctl.inventory import LoadedInventory
+from gpuctl.parsers.nccl import parse_nccl_tests
+from gpuctl.parsers.perftest import parse_ib_write_bw
 from gpuctl.parsers.training import (
     TorchProbe,
     TrainingFinal,
@@ -98,6 +101,7 @@ class BenchRun:
         self.single_training: dict[str, TrainingFinal] = {}  # node → its own training run's final record
         self.single_loss: dict[str, list[list[float]]] = {}  # node → its own run's [step, loss] (the report's chart)
         self.training: dict[str, Any] = {}  # the multi-node training run, for bench.json
+        self.localisation: dict[str, Any] = {}  # the fault finding (`localise.Localisation.as_dict`), when it ran
         self.by_name = {s.node: s for s in self.specs}
         self.targets = targets or remote.targets_for(loaded, self.specs)
         self.hosts = {s.node: Bucket() for s in self.specs}
@@ -224,20 +228,44 @@ class BenchRun:
 
     def run_multi_node(self) -> None:
         """The all_reduce over MPI from the first live node, with SSH trust for this run
-        only (`gpuctl.bench.mpissh`): the key is installed, used and revoked here."""
+        only (`mpi_trust`); then, when it is slow (`localise.trigger`), the fault finding
+        under the same trust."""
         live = [s for s in self.specs if s.node not in self.reachable]
         subject = Subject(node=f"{len(live)} nodes")
         head = live[0]
         test = "all_reduce_multi_node"
+        with self.mpi_trust(live, test, "multi_node_busbw_gb_s", subject) as rsh:
+            if rsh is None:
+                return
+            script = suites.multi_node_script(live, self.suite, self.record.id, rsh)
+            self.progress(f"multi-node all_reduce from {head.node} over {len(live)} nodes")
+            res = remote.run(self.targets[head.node], script, self.suite.timeout_s)
+            raw = self.keep(self.cluster, head.node, test, res)
+            judged = self.judge_result("nccl", res, self.sku(head), subject)
+            self.cluster.add(judged.verdicts, test, None, raw, emulated=judged.emulated)
+            if judged.parsed is not None:
+                self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", test, judged.emulated))
+            if self.suite.localise == "on_slow":
+                why = localise.trigger(self.cluster.results, self.localise_limits(head).slow_fraction)
+                if why:
+                    self.run_localise(live, rsh, why)
+
+    @contextmanager
+    def mpi_trust(self, live: Sequence[NodeSpec], test: str, check: str, subject: Subject) -> Iterator[str | None]:
+        """SSH trust for this run only (`gpuctl.bench.mpissh`): the key is made, placed on the
+        first node of `live` and authorized on all of them; yields Open MPI's rsh options, or
+        None when the trust could not be set up (a could-not-run verdict of `check` says why);
+        the key is revoked on leaving, whatever happened."""
+        head = live[0]
 
         def cannot(reason: str) -> None:  # the SSH trust could not be set up: a node or controller to fix
-            self.cluster.add([could_not_run("multi_node_busbw_gb_s", reason, subject, Remediation.RECONFIGURE)],
-                             test, None, None)
+            self.cluster.add([could_not_run(check, reason, subject, Remediation.RECONFIGURE)], test, None, None)
 
         try:
             key = mpissh.generate_key(self.record.id)
         except mpissh.TrustError as exc:
             cannot(f"cannot make the run's SSH key on this machine: {exc}")
+            yield None
             return
         sent: list[str] = []  # nodes the authorized_keys line went to
         authorized: dict[str, CmdResult] = {}
@@ -250,9 +278,12 @@ class BenchRun:
             placed = setup.exit_status != suites.EXIT_SCRATCH_EXISTS
             if not setup.ok:
                 cannot(f"cannot place the run's SSH key on {head.node}: {_reason(setup)}")
+                yield None
                 return
             addresses = mpissh.from_addresses(hosts, setup.stdout)
             valid_s = self.suite.timeout_s + mpissh.EXPIRY_MARGIN_S
+            if self.suite.localise != "off":  # the fault finding's rounds run under the same key
+                valid_s += self.suite.localise_timeout_s * localise.round_bound(len(live))
             sent = [s.node for s in live]
             authorized = remote.run_parallel(
                 {s.node: (self.targets[s.node], mpissh.authorize_script(key, addresses, valid_s)) for s in live}, 60)
@@ -262,17 +293,74 @@ class BenchRun:
             if failed:
                 cannot("cannot authorize the run's SSH key on "
                        + "; ".join(f"{node}: {_reason(res)}" for node, res in failed))
+                yield None
                 return
-            script = suites.multi_node_script(live, self.suite, self.record.id, mpissh.rsh_args(key))
-            self.progress(f"multi-node all_reduce from {head.node} over {len(live)} nodes")
-            res = remote.run(self.targets[head.node], script, self.suite.timeout_s)
-            raw = self.keep(self.cluster, head.node, test, res)
-            judged = self.judge_result("nccl", res, self.sku(head), subject)
-            self.cluster.add(judged.verdicts, test, None, raw, emulated=judged.emulated)
-            if judged.parsed is not None:
-                self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", test, judged.emulated))
+            yield mpissh.rsh_args(key)
         finally:
             self.revoke(key, head.node if placed else None, sent, authorized)
+
+    # ---------------------------------------------------------------- fault finding
+
+    def localise_limits(self, spec: NodeSpec) -> localise.Limits:
+        size = int(suites.perftest_params(spec, "ib_write_bw")[1])
+        return localise.limits_for(spec, size)
+
+    def run_localise(self, live: Sequence[NodeSpec], rsh: str, why: str) -> None:
+        """Name the bad node, HCA or link (`gpuctl.bench.localise`), every measurement a real
+        command: loopback on the node, pair and per-rail all_reduce launched from the head
+        under the run's SSH trust, ib_write_bw between the pair; kept in the run record
+        (`localisation`) and as `fault_finding` verdicts."""
+        head = live[0]
+        self.progress(f"fault finding over {len(live)} nodes: {why}")
+        rails = {s.node: [localise.Rail(p.hca, p.interface) for p in s.fabric.ports] for s in live}
+        loc = localise.localise([s.node for s in live], rails, self.measure_for(head, rsh),
+                                self.localise_limits(head), why)
+        self.localisation = loc.as_dict()
+        self.cluster.add(localise.finding_verdicts(loc), "fault_finding", None, None)
+        for f in loc.findings:
+            self.progress(f"fault finding: {f.message}")
+
+    def measure_for(self, head: NodeSpec, rsh: str) -> localise.Measure:
+        """The fault finding's `measure`: every probe of a round at once, each a real command."""
+        limit = self.suite.localise_timeout_s
+        rounds = [0]
+
+        def one(probe: localise.Probe) -> localise.Measured:
+            n = rounds[0]
+            specs = [self.by_name[x] for x in probe.nodes]
+            name = f"localise_r{n:02d}_{probe.kind}_" + "_".join(probe.nodes) + (
+                f"_rail{probe.rail}" if probe.rail is not None else "")
+            if probe.kind == localise.PERFTEST:
+                a, b = specs
+                i = probe.rail or 0
+                srv, cli = remote.run_server_client(
+                    self.targets[a.node], suites.perftest_script("ib_write_bw", a, i), self.targets[b.node],
+                    suites.perftest_script("ib_write_bw", b, i, suites.fabric_address(a, i)), timeout_s=limit)
+                self.keep(self.cluster, a.node, f"{name}_server", srv)
+                raw = self.keep(self.cluster, b.node, f"{name}_client", cli)
+                try:
+                    return localise.Measured(probe, parse_ib_write_bw(cli.stdout).bw_avg_gbit_s, "Gb/s", raw=raw)
+                except ParseError as exc:
+                    return localise.Measured(probe, None, "Gb/s", _reason(cli) if not cli.ok else str(exc), raw)
+            if probe.kind == localise.LOOPBACK:
+                where, script = specs[0].node, suites.loopback_script(self.suite, specs[0])
+            else:
+                where = head.node
+                script = suites.pair_script(specs[0], specs[1], self.suite, self.record.id, rsh, probe.rail)
+            res = remote.run(self.targets[where], script, limit)
+            raw = self.keep(self.cluster, where, name, res)
+            try:
+                return localise.Measured(probe, parse_nccl_tests(res.stdout).large_msg_busbw_gb_s, "GB/s", raw=raw)
+            except ParseError as exc:
+                return localise.Measured(probe, None, "GB/s", _reason(res) if not res.ok else str(exc), raw)
+
+        def measure(probes: Sequence[localise.Probe]) -> list[localise.Measured]:
+            rounds[0] += 1
+            self.progress(f"fault finding round {rounds[0]}: " + ", ".join(p.label() for p in probes))
+            with ThreadPoolExecutor(max_workers=max(1, min(64, len(probes)))) as pool:
+                return list(pool.map(one, probes))
+
+        return measure
 
     def revoke(self, key: mpissh.RunKey, head: str | None, sent: Sequence[str],
                authorized: dict[str, CmdResult]) -> None:
@@ -418,6 +506,14 @@ class BenchRun:
                                                 cluster_subject)], "all_reduce_multi_node", None, None)
             else:
                 self.run_multi_node()
+        if self.suite.localise == "always":
+            if len(live) < 2:
+                self.cluster.add([could_not_run("fault_finding", "fewer than two reachable nodes", cluster_subject)],
+                                 "fault_finding", None, None)
+            else:
+                with self.mpi_trust(live, "fault_finding", "fault_finding", Subject(node=f"{len(live)} nodes")) as rsh:
+                    if rsh is not None:
+                        self.run_localise(live, rsh, "asked for (--suite localise)")
         if self.suite.training and self.suite.training_multi_node:
             if len(self.specs) < 2:
                 self.cluster.add([not_applicable("training", "one node: no multi-node training run", cluster_subject)],
@@ -443,6 +539,7 @@ class BenchRun:
             "cluster": self.cluster.as_dict(),
             "nccl_series": sorted(self.series, key=lambda x: ("multi" in x["test"], x["label"], x["test"])),
             "training": self.training,
+            "localisation": self.localisation,
         }
 
 
@@ -524,7 +621,10 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
     head, versions{node: {python, torch, cuda, nccl, gpus}}, argv{node: [...]}, rank0_node, loss[[step, loss]],
     ranks[{rank, node, host, checksum, differs}], ranks_agree, world_size, model, backend, tokens_per_s,
     tokens_per_s_per_rank, single_node_tokens_per_s{node: …}, single_node_loss{node: [[step, loss]]},
-    ran{torch, cuda, nccl}} (empty when the run across nodes did not start; partial when it failed)};
+    ran{torch, cuda, nccl}} (empty when the run across nodes did not start; partial when it failed)},
+    localisation{nodes, trigger, rounds, bound, findings[{kind, nodes, message, evidence[step index], hcas,
+    interfaces, rail_note}], steps[{round, stage, kind, nodes, rail, value, unit, reference, floor, slow, error,
+    raw, text}], limits, slow_fraction, slow_fraction_source} (empty when the fault finding did not run);
     every result is
     a verdict (check, status, subject, value, threshold, unit, source, remediation, message)
     plus test, host, raw (and skipped when the tool reported it could not start)."""
