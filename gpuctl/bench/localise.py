@@ -23,20 +23,23 @@ Stages (each figure judged by `slow`, the one rule):
 4. rerun (at most 3 rounds): a slow pair whose two nodes were both fine with good nodes is
    run again; slow again, the link (path) between those two nodes is named, else the first
    figure was noise and nothing is named.
-5. rails (at most 3 rounds): per-rail 2-node runs (one rank per node on local GPU i with
-   NCCL_IB_HCA = HCA i) for each named node with its good partner and each named link.
-6. perftest (at most 3 rounds): `ib_write_bw -d HCA` per HCA on the same pairs.
+5. rails (at most 4 rounds): per-rail 2-node runs (one rank per node on local GPU i with
+   NCCL_IB_HCA = HCA i) for each named node with its good partner and each named link,
+   beside the same runs on two known-good nodes left free in the round (the reference).
+6. perftest (at most 4 rounds): `ib_write_bw -d HCA` per HCA on the same pairs.
 
 A figure is slow when below the floor that applies to it (the SKU's, where it holds for
 the run's workload), or more than `slow_fraction` (catalog/health.yaml `fault_finding`)
 below the best figure of its stage (the cluster's own best, not its median: with three
 nodes two of the three ring pairs hold the bad node, so the median is a slow pair).
 
-Bound: 1 + P(N) rounds for stages 1-2 with P(2) = 1, P(N) = 2 for even N >= 4, 3 for odd
-N >= 3; stage 3 is 1 round because at most N/2 nodes are suspects and so at least as many
-are good; stages 4-6 schedule ring edges (degree <= 2) plus a matching, greedily, in at
-most 3 rounds each. So N = 2: 4 rounds (no retest: there is no third node); even N >= 4:
-13; odd N >= 3: 14 — a constant, whatever N (tests/unit/test_localise.py checks N = 2..64).
+Bound (`round_bound`): 1 + P(N) rounds for stages 1-2 with P(2) = 1, P(N) = 2 for even
+N >= 4, 3 for odd N >= 3; stage 3 is 1 round because it runs only while the suspects are
+no more than the good nodes; stage 4 schedules slow ring pairs (each node in at most two)
+greedily, at most 3 rounds; stages 5-6 each run the bad nodes' pairs (disjoint: 1 round)
+and then the links' (ring pairs: at most 3). So N = 2: 4 rounds (no retest: there is no
+third node); even N >= 4: 15; odd N >= 3: 16 — a constant, whatever N
+(tests/unit/test_localise.py checks N = 2..64). One bad node takes 1 + P(N) + 3 rounds.
 
 Two nodes: a fault on one node's HCAs or PCIe shows in its loopback and is named; a slow
 cable, switch port or shaped interface shows only in the pair, and with no third node it
@@ -415,34 +418,44 @@ def localise(nodes: Sequence[str], rails: Mapping[str, Sequence[Rail]], measure:
             else:
                 findings.append(Finding("noise", p, f"{p[0]}↔{p[1]} was slow once and not again, and {ok_ends}: "
                                         "not reproduced, nothing named", ev))
-    findings += _diagnose(run, diagnose, links, rails, rails_of, limits)
+    findings += _diagnose(run, diagnose, links, rails, rails_of, limits, good)
     return _done(nodes, run, findings, notes, trigger, limits)
 
 
 def _diagnose(run: _Run, nodes: Sequence[tuple[Finding, tuple[str, str]]],
               links: Sequence[tuple[Finding, tuple[str, str]]], rails: Mapping[str, Sequence[Rail]],
-              rails_of: Callable[[str, str], int], limits: Limits) -> list[Finding]:
+              rails_of: Callable[[str, str], int], limits: Limits, good: Sequence[str] = ()) -> list[Finding]:
     """Stages 5 and 6: per-rail all_reduce, then per-HCA ib_write_bw, on each finding's pair
-    (the bad nodes' pairs, disjoint, first; then the links'); each finding gains the HCA(s)
-    told apart and the figures as evidence."""
+    (the bad nodes' pairs, disjoint, first; then the links'), beside the same runs on two
+    known-good nodes left free in the round (when there are two), which give the reference;
+    each finding gains the HCA(s) told apart and the figures as evidence."""
     targets = [*nodes, *links]
     evidence: dict[tuple[str, str], list[int]] = {p: [] for _, p in targets}
     named: dict[tuple[str, str], set[int]] = {p: set() for _, p in targets}
+    every_slow: set[tuple[str, str]] = set()  # every rail slow (against the known-good pair or a floor)
     plan = schedule([p for _, p in nodes]) + schedule([p for _, p in links])
     for stage, kind, floor in (("rails", RAIL, None), ("perftest", PERFTEST, limits.perftest_floor)):
         for rnd in plan:
-            probes = [Probe(kind, p, i) for p in rnd for i in range(rails_of(*p))]
+            busy = {n for p in rnd for n in p}
+            free = [n for n in good if n not in busy]
+            ref = (free[0], free[1]) if len(free) >= 2 else None  # two known-good nodes, measured alike
+            pairs = [*rnd, ref] if ref else list(rnd)
+            probes = [Probe(kind, p, i) for p in pairs for i in range(rails_of(*p))]
             if not probes:
                 continue
             idx = run.round(stage, probes, floor)
-            for p in rnd:  # a pair's rails against that pair's best rail
+            ref_vals = [v for v in (run.steps[i].value for i in idx if ref and run.steps[i].probe.nodes == ref)
+                        if v is not None]
+            for p in rnd:  # a pair's rails against its best rail and the known-good pair's
                 mine = [i for i in idx if run.steps[i].probe.nodes == p]
-                vals = [v for v in (run.steps[i].value for i in mine) if v is not None]
+                vals = [v for v in (run.steps[i].value for i in mine) if v is not None] + ref_vals
                 run.rejudge(mine, max(vals) if vals else None)
-                evidence[p] += mine
+                evidence[p] += mine + [i for i in idx if ref and run.steps[i].probe.nodes == ref]
                 flagged = {run.steps[i].probe.rail for i in mine if run.steps[i].slow is not False}
                 if len(flagged) < len(mine):  # some rails slower than the pair's others
                     named[p] |= {r for r in flagged if r is not None}
+                elif mine:
+                    every_slow.add(p)
     out = []
     for finding, p in targets:
         n_rails = rails_of(*p)
@@ -458,7 +471,8 @@ def _diagnose(run: _Run, nodes: Sequence[tuple[Finding, tuple[str, str]]],
             note = "the only rail"
         else:
             chosen = ()
-            note = "every rail measured alike: the fault is common to the rails (PCIe, CPU, firmware, a shared link)"
+            note = ("every rail slow" if p in every_slow else "every rail measured alike") + \
+                ": the fault is common to the rails (PCIe, CPU, firmware, a shared link)"
         said = ", ".join(f"{r.hca} ({r.interface})" for r in chosen)
         msg = finding.message + (f"; HCA {said}: {note}" if chosen else f"; {note}")
         out.append(Finding(finding.kind, finding.nodes, msg, (*finding.evidence, *evidence[p]), chosen, note))
