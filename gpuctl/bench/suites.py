@@ -193,14 +193,34 @@ def multi_node_script(specs: Sequence[NodeSpec], suite: Suite, run_id: str, rsh_
                               per_node, extra_env)) + "\n")
 
 
+#: NCCL's bootstrap root of a fault-finding pair run: rank 0 (on the pair's first node) listens
+#: on that node's fabric address, this port + the rail (the rails of one pair run at once).
+#: NVIDIA/nccl src/bootstrap.cc (bootstrapGetUniqueId, bootstrapNetInit) and src/init.cc: with
+#: NCCL_COMM_ID set (<ipv4>:<port> or [<ipv6>]:<port>) rank 0 starts the bootstrap root there.
+BOOTSTRAP_BASE_PORT = 29600
+
+
+def bootstrap_env(a: NodeSpec, rail: int | None) -> dict[str, str]:
+    """NCCL_COMM_ID of a pair run whose rank 0 runs on `a` (`BOOTSTRAP_BASE_PORT`)."""
+    host = mpi_host(a)
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    return {"NCCL_COMM_ID": f"{host}:{BOOTSTRAP_BASE_PORT + (rail or 0)}"}
+
+
 def pair_script(a: NodeSpec, b: NodeSpec, suite: Suite, run_id: str, rsh_args: str, rail: int | None = None) -> str:
-    """Fault finding: a 2-node all_reduce of `a` and `b`, launched from the head; on every
-    GPU and rail, or (`rail`) one rank per node on local GPU `rail` and HCA `rail` only."""
+    """Fault finding: a 2-node all_reduce of `a` and `b`, launched from the head, its
+    bootstrap root on `a`'s fabric address (`bootstrap_env`); on every GPU and rail, or
+    (`rail`) one rank per node on local GPU `rail` and HCA `rail` only."""
     tag = f"{a.node}-{b.node}" + (f"-rail{rail}" if rail is not None else "")
     if rail is None:
-        return multi_node_script([a, b], suite, run_id, rsh_args, _tag(tag), max_bytes=suite.localise_max_bytes)
-    return multi_node_script([a, b], suite, run_id, rsh_args, _tag(tag), 1, rail_env(a, rail),
-                             suite.localise_max_bytes)
+        return multi_node_script([a, b], suite, run_id, rsh_args, _tag(tag), extra_env=bootstrap_env(a, None),
+                                 max_bytes=suite.localise_max_bytes)
+    return multi_node_script([a, b], suite, run_id, rsh_args, _tag(tag), 1,
+                             {**rail_env(a, rail), **bootstrap_env(a, rail)}, suite.localise_max_bytes)
 
 
 def _tag(text: str) -> str:

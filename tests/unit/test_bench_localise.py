@@ -125,6 +125,9 @@ def test_localise_suite_names_the_node_and_its_interface(bench: Bench) -> None:
     assert len(rail) == 2 and all("-np 2 " in line and "ppr:1:node" in line and "NCCL_IB_HCA==rxe0" in line
                                   for line in rail)
     assert "slots=1" in calls
+    # every pair run names its bootstrap root on its first node's fabric address
+    pairs = [line for line in calls.splitlines() if line.startswith("mpirun") and "-np 16 " in line]
+    assert pairs and all("NCCL_COMM_ID=192.168.50.1" in line and ":29600 " in line for line in pairs)
     # the run's SSH trust is gone from every node
     assert all((h / ".ssh" / "authorized_keys").read_text() == OTHER for h in bench.homes.values())
 
