@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +39,9 @@ BAD_ADDR = "192.168.50.13"
 
 def _inventory(tmp: Path) -> Path:
     text = (DATA / "inventories" / "lab-placeholder.yaml").read_text()
-    text = text.replace("thresholds:\n", "thresholds:\n  multi_node_busbw_gb_s: {min: 100, source: \"test: a "
-                        "floor between the two recorded 2-node runs\"}\n", 1)
+    text = re.sub(r"(?m)^  multi_node_busbw_gb_s: .*$", '  multi_node_busbw_gb_s: {min: 100, source: "test: a '
+                  'floor between the two recorded 2-node runs"}', text)
+    assert "min: 100," in text
     text += "".join(f"  - {{name: gpu-0{i}, address: 127.0.0.1, ssh_port: 2220{i}, rack: lab, fabric_ips: "
                     f"[192.168.50.1{i}], vlan_ips: {{100: 10.100.0.1{i}}}}}\n" for i in (3, 4))
     path = tmp / "inv.yaml"
