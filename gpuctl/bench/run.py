@@ -507,7 +507,10 @@ class BenchRun:
             else:
                 self.run_multi_node()
         if self.suite.localise == "always":
-            if len(live) < 2:
+            if len(self.specs) < 2:
+                self.cluster.add([not_applicable("fault_finding", "one node: no pair to compare", cluster_subject)],
+                                 "fault_finding", None, None)
+            elif len(live) < 2:
                 self.cluster.add([could_not_run("fault_finding", "fewer than two reachable nodes", cluster_subject)],
                                  "fault_finding", None, None)
             else:

@@ -13,6 +13,7 @@ import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuctl.provenance import DEVICE_MARK
 from gpuctl.shellcmd import sh
@@ -61,7 +62,7 @@ class Suite:
     training_rdzv_port: int = TRAIN_RDZV_PORT
     # fault finding (gpuctl.bench.localise): "on_slow" after a slow multi-node all_reduce (or a
     # slow ib_write_bw pair), "always", or "off"; each of its runs is this big and bounded so
-    localise: str = "on_slow"
+    localise: Literal["on_slow", "always", "off"] = "on_slow"
     localise_max_bytes: str = "1G"
     localise_timeout_s: int = 300
 
