@@ -276,3 +276,22 @@ def test_round_bound_holds(n):
         assert loc.rounds <= round_bound(n) == loc.bound, (name, loc.rounds)
     assert round_bound(n) == {2: 4}.get(n, 1 + len(pairing_rounds(list(range(n)))) + 1 + 3 + 4 + 4)
     assert round_bound(n) <= 16  # a constant, whatever N
+
+
+def test_findings_as_verdicts():
+    from gpuctl.bench.localise import finding_verdicts
+    from gpuctl.verdicts import Status
+
+    c = Cluster(6, rails=2)
+    c.down.add("n05")
+    c.hca[("n02", 1)] = 0.4
+    loc = c.run()
+    verdicts = {v.subject.label(): v for v in finding_verdicts(loc)}
+    assert verdicts["n02 mlx5_1"].status == Status.FAIL and "rounds" in verdicts["n02 mlx5_1"].message
+    assert verdicts["n05"].status == Status.ERROR  # could not be measured: not a pass, not a fail
+    fine = finding_verdicts(Cluster(4).run())
+    assert [v.status for v in fine] == [Status.NO_THRESHOLD]  # nothing named is no pass either
+    c = Cluster(6)
+    for n in c.nodes[:4]:
+        c.bad_node(n, where="port")
+    assert [v.status for v in finding_verdicts(c.run())] == [Status.FAIL]  # widespread
