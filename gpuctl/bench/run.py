@@ -346,7 +346,8 @@ class BenchRun:
                 where, script = specs[0].node, suites.loopback_script(self.suite, specs[0])
             else:
                 where = head.node
-                script = suites.pair_script(specs[0], specs[1], self.suite, self.record.id, rsh, probe.rail)
+                script = suites.pair_script(specs[0], specs[1], self.suite, self.record.id, rsh, probe.rail,
+                                            launcher=head.node)
             res = remote.run(self.targets[where], script, limit)
             raw = self.keep(self.cluster, where, name, res)
             try:

@@ -212,10 +212,16 @@ def bootstrap_env(a: NodeSpec, rail: int | None) -> dict[str, str]:
     return {"NCCL_COMM_ID": f"{host}:{BOOTSTRAP_BASE_PORT + (rail or 0)}"}
 
 
-def pair_script(a: NodeSpec, b: NodeSpec, suite: Suite, run_id: str, rsh_args: str, rail: int | None = None) -> str:
-    """Fault finding: a 2-node all_reduce of `a` and `b`, launched from the head, its
-    bootstrap root on `a`'s fabric address (`bootstrap_env`); on every GPU and rail, or
-    (`rail`) one rank per node on local GPU `rail` and HCA `rail` only."""
+def pair_script(a: NodeSpec, b: NodeSpec, suite: Suite, run_id: str, rsh_args: str, rail: int | None = None,
+                launcher: str | None = None) -> str:
+    """Fault finding: a 2-node all_reduce of `a` and `b`, launched from the head (node
+    `launcher`); on every GPU and rail, or (`rail`) one rank per node on local GPU `rail` and
+    HCA `rail` only. Its bootstrap root (`bootstrap_env`) is on the node rank 0 runs on: the
+    launcher when it is one of the pair (Open MPI maps rank 0 onto the launching node when
+    its hostfile holds it, whatever the line: seen in the lab, Open MPI 4.1 on Debian 12),
+    else `a`; that node is also the hostfile's first line."""
+    if launcher == b.node:
+        a, b = b, a
     tag = f"{a.node}-{b.node}" + (f"-rail{rail}" if rail is not None else "")
     if rail is None:
         return multi_node_script([a, b], suite, run_id, rsh_args, _tag(tag), extra_env=bootstrap_env(a, None),

@@ -130,6 +130,19 @@ def test_localise_suite_names_the_node_and_its_interface(bench: Bench) -> None:
     # every pair run names its bootstrap root on its first node's fabric address
     pairs = [line for line in calls.splitlines() if line.startswith("mpirun") and "-np 16 " in line]
     assert pairs and all("NCCL_COMM_ID=192.168.50.1" in line and ":29600 " in line for line in pairs)
+
+
+def test_rank_0_and_the_bootstrap_root_on_the_launcher_when_it_is_in_the_pair(bench: Bench) -> None:
+    """Open MPI maps rank 0 onto the launching node when the hostfile holds it (seen in the
+    lab: a pair (gpu-03, gpu-01) launched from gpu-01 ran rank 0 on gpu-01, which cannot bind
+    gpu-03's address); the bootstrap root follows rank 0, the hostfile leads with it."""
+    run = bench.make()
+    s = {x.node: x for x in run.specs}
+    script = suites.pair_script(s["gpu-03"], s["gpu-01"], run.suite, "r", "-o BatchMode=yes", launcher="gpu-01")
+    assert "NCCL_COMM_ID=192.168.50.11:29600" in script
+    assert "192.168.50.11 slots=8\n192.168.50.13 slots=8\n" in script
+    other = suites.pair_script(s["gpu-03"], s["gpu-02"], run.suite, "r", "-o BatchMode=yes", 0, launcher="gpu-01")
+    assert "NCCL_COMM_ID=192.168.50.13:29600" in other and "192.168.50.13 slots=1\n192.168.50.12 slots=1\n" in other
     # the run's SSH trust is gone from every node
     assert all((h / ".ssh" / "authorized_keys").read_text() == OTHER for h in bench.homes.values())
 
