@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.bench import localise, mpissh, remote, suites
+from gpuctl.bench import localise, localise_run, mpissh, remote, suites
 from gpuctl.bench.judge import Judged, effective_sku, judge_output, nccl_series, not_applicable, result_dict
 from gpuctl.bench.pairing import pairing_rounds
 from gpuctl.bench.programs import program_text
@@ -31,8 +31,6 @@ from gpuctl.bench.remote import CmdResult, SshTarget
 from gpuctl.catalog import Sku
 from gpuctl.errors import ExitCode, ParseError
 from gpuctl.inventory import LoadedInventory
-from gpuctl.parsers.nccl import parse_nccl_tests
-from gpuctl.parsers.perftest import parse_ib_write_bw
 from gpuctl.parsers.training import (
     TorchProbe,
     TrainingFinal,
@@ -302,66 +300,11 @@ class BenchRun:
     # ---------------------------------------------------------------- fault finding
 
     def localise_limits(self, spec: NodeSpec) -> localise.Limits:
-        size = int(suites.perftest_params(spec, "ib_write_bw")[1])
-        return localise.limits_for(spec, size)
+        return localise_run.limits(spec)
 
     def run_localise(self, live: Sequence[NodeSpec], rsh: str, why: str) -> None:
-        """Name the bad node, HCA or link (`gpuctl.bench.localise`), every measurement a real
-        command: loopback on the node, pair and per-rail all_reduce launched from the head
-        under the run's SSH trust, ib_write_bw between the pair; kept in the run record
-        (`localisation`) and as `fault_finding` verdicts."""
-        head = live[0]
-        self.progress(f"fault finding over {len(live)} nodes: {why}")
-        rails = {s.node: [localise.Rail(p.hca, p.interface) for p in s.fabric.ports] for s in live}
-        loc = localise.localise([s.node for s in live], rails, self.measure_for(head, rsh),
-                                self.localise_limits(head), why)
-        self.localisation = loc.as_dict()
-        self.cluster.add(localise.finding_verdicts(loc), "fault_finding", None, None)
-        for f in loc.findings:
-            self.progress(f"fault finding: {f.message}")
-
-    def measure_for(self, head: NodeSpec, rsh: str) -> localise.Measure:
-        """The fault finding's `measure`: every probe of a round at once, each a real command."""
-        limit = self.suite.localise_timeout_s
-        rounds = [0]
-
-        def one(probe: localise.Probe) -> localise.Measured:
-            n = rounds[0]
-            specs = [self.by_name[x] for x in probe.nodes]
-            name = f"localise_r{n:02d}_{probe.kind}_" + "_".join(probe.nodes) + (
-                f"_rail{probe.rail}" if probe.rail is not None else "")
-            if probe.kind == localise.PERFTEST:
-                a, b = specs
-                i = probe.rail or 0
-                srv, cli = remote.run_server_client(
-                    self.targets[a.node], suites.perftest_script("ib_write_bw", a, i), self.targets[b.node],
-                    suites.perftest_script("ib_write_bw", b, i, suites.fabric_address(a, i)), timeout_s=limit)
-                self.keep(self.cluster, a.node, f"{name}_server", srv)
-                raw = self.keep(self.cluster, b.node, f"{name}_client", cli)
-                try:
-                    return localise.Measured(probe, parse_ib_write_bw(cli.stdout).bw_avg_gbit_s, "Gb/s", raw=raw)
-                except ParseError as exc:
-                    return localise.Measured(probe, None, "Gb/s", _reason(cli) if not cli.ok else str(exc), raw)
-            if probe.kind == localise.LOOPBACK:
-                where, script = specs[0].node, suites.loopback_script(self.suite, specs[0])
-            else:
-                where = head.node
-                script = suites.pair_script(specs[0], specs[1], self.suite, self.record.id, rsh, probe.rail,
-                                            launcher=head.node)
-            res = remote.run(self.targets[where], script, limit)
-            raw = self.keep(self.cluster, where, name, res)
-            try:
-                return localise.Measured(probe, parse_nccl_tests(res.stdout).large_msg_busbw_gb_s, "GB/s", raw=raw)
-            except ParseError as exc:
-                return localise.Measured(probe, None, "GB/s", _reason(res) if not res.ok else str(exc), raw)
-
-        def measure(probes: Sequence[localise.Probe]) -> list[localise.Measured]:
-            rounds[0] += 1
-            self.progress(f"fault finding round {rounds[0]}: " + ", ".join(p.label() for p in probes))
-            with ThreadPoolExecutor(max_workers=max(1, min(64, len(probes)))) as pool:
-                return list(pool.map(one, probes))
-
-        return measure
+        """The fault finding (`gpuctl.bench.localise_run.run`), its result kept for bench.json."""
+        self.localisation = localise_run.run(self, live, rsh, why)
 
     def revoke(self, key: mpissh.RunKey, head: str | None, sent: Sequence[str],
                authorized: dict[str, CmdResult]) -> None:
