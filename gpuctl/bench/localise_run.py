@@ -45,8 +45,6 @@ def run(bench: BenchRun, live: Sequence[NodeSpec], rsh: str, why: str) -> dict[s
 
 def measure_for(bench: BenchRun, head: NodeSpec, rsh: str) -> localise.Measure:
     """The fault finding's `measure`: every probe of a round at once, each a real command."""
-    from gpuctl.bench.run import _reason  # the bench's one wording of a failed command
-
     limit = bench.suite.localise_timeout_s
     rounds = [0]
 
@@ -65,7 +63,7 @@ def measure_for(bench: BenchRun, head: NodeSpec, rsh: str) -> localise.Measure:
             try:
                 return localise.Measured(probe, parse_ib_write_bw(cli.stdout).bw_avg_gbit_s, "Gb/s", raw=raw)
             except ParseError as exc:
-                return localise.Measured(probe, None, "Gb/s", _reason(cli) if not cli.ok else str(exc), raw)
+                return localise.Measured(probe, None, "Gb/s", cli.reason() if not cli.ok else str(exc), raw)
         if probe.kind == localise.LOOPBACK:
             where, script = specs[0].node, suites.loopback_script(bench.suite, specs[0])
         else:
@@ -77,7 +75,7 @@ def measure_for(bench: BenchRun, head: NodeSpec, rsh: str) -> localise.Measure:
         try:
             return localise.Measured(probe, parse_nccl_tests(res.stdout).large_msg_busbw_gb_s, "GB/s", raw=raw)
         except ParseError as exc:
-            return localise.Measured(probe, None, "GB/s", _reason(res) if not res.ok else str(exc), raw)
+            return localise.Measured(probe, None, "GB/s", res.reason() if not res.ok else str(exc), raw)
 
     def measure(probes: Sequence[localise.Probe]) -> list[localise.Measured]:
         rounds[0] += 1

@@ -491,10 +491,8 @@ class BenchRun:
 
 
 def _reason(res: CmdResult) -> str:
-    """The last line a failed command said, or its exit status."""
-    if res.timed_out:
-        return f"timed out after {res.duration_s:.0f} s"
-    return (res.stderr.strip().splitlines() or res.stdout.strip().splitlines() or [f"exit {res.exit_status}"])[-1]
+    """The last line a failed command said, or its exit status (`CmdResult.reason`)."""
+    return res.reason()
 
 
 KIND_CHECK = {"nccl": "nccl", "bandwidth": "bandwidth", "fio": "fio", "gdsio": "gdsio", "dcgm": "dcgm",
