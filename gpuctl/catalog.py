@@ -285,6 +285,12 @@ class CounterRises(_Frozen):
     source: str = Field(min_length=3)
 
 
+class FaultFindingLimits(_Frozen):
+    """What `gpuctl.bench.localise` calls slow: `slow_fraction` below its stage's best figure."""
+
+    slow_fraction: Figure
+
+
 class Health(_Frozen):
     xid_fatal: XidList
     ecc: EccLimits
@@ -295,6 +301,7 @@ class Health(_Frozen):
     training: TrainingLimits | None = None
     passive: PassiveLimits | None = None
     counter_rises: dict[Literal["nvlink", "infiniband", "pcie_aer"], CounterRises] | None = None
+    fault_finding: FaultFindingLimits | None = None
 
 
 def _skus_dir() -> Path:

@@ -70,6 +70,13 @@ STAGES: dict[str, dict[str, Any]] = {
         "inventory": {"nodes": ListOf(TEXT), "cluster": TEXT, "sku": TEXT, "gpu_model": TEXT, "os": TEXT,
                       "matrix": TEXT},
         "matrix": {"name": TEXT},
+        "localisation": {"trigger": TEXT, "rounds": int, "bound": int, "nodes": ListOf(TEXT),
+                         "findings": ListOf({"kind": TEXT, "nodes": ListOf(TEXT), "message": TEXT,
+                                             "evidence": ListOf(int), "hcas": ListOf(TEXT),
+                                             "interfaces": ListOf(TEXT)}),
+                         "steps": ListOf({"round": int, "stage": TEXT, "text": TEXT, "raw": TEXT,
+                                          "value": (*NUMBER, type(None)), "slow": (bool, type(None))}),
+                         "limits": ListOf(TEXT), "slow_fraction": NUMBER, "slow_fraction_source": TEXT},
     },
     "turnkey": {
         "stages": MapOf({"status": TEXT, "detail": TEXT, "started": TEXT, "seconds": NUMBER, "data": {}}),

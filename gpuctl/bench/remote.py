@@ -104,6 +104,13 @@ class CmdResult:
     def unreachable(self) -> bool:
         return self.exit_status == SSH_UNREACHABLE and not self.stdout
 
+    def reason(self) -> str:
+        """The last line a failed command said, or its exit status (or its timeout)."""
+        if self.timed_out:
+            return f"timed out after {self.duration_s:.0f} s"
+        return (self.stderr.strip().splitlines() or self.stdout.strip().splitlines()
+                or [f"exit {self.exit_status}"])[-1]
+
     def transcript(self) -> str:
         """What is kept in the run record: the command, its exit status, stdout and stderr."""
         state = "timed out" if self.timed_out else f"exit {self.exit_status}"

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.bench import mpissh, remote, suites
+from gpuctl.bench import localise, localise_run, mpissh, remote, suites
 from gpuctl.bench.judge import Judged, effective_sku, judge_output, nccl_series, not_applicable, result_dict
 from gpuctl.bench.pairing import pairing_rounds
 from gpuctl.bench.programs import program_text
@@ -99,6 +100,7 @@ class BenchRun:
         self.single_training: dict[str, TrainingFinal] = {}  # node → its own training run's final record
         self.single_loss: dict[str, list[list[float]]] = {}  # node → its own run's [step, loss] (the report's chart)
         self.training: dict[str, Any] = {}  # the multi-node training run, for bench.json
+        self.localisation: dict[str, Any] = {}  # the fault finding (`localise.Localisation.as_dict`), when it ran
         self.by_name = {s.node: s for s in self.specs}
         self.targets = targets or remote.targets_for(loaded, self.specs)
         self.hosts = {s.node: Bucket() for s in self.specs}
@@ -225,20 +227,44 @@ class BenchRun:
 
     def run_multi_node(self) -> None:
         """The all_reduce over MPI from the first live node, with SSH trust for this run
-        only (`gpuctl.bench.mpissh`): the key is installed, used and revoked here."""
+        only (`mpi_trust`); then, when it is slow (`localise.trigger`), the fault finding
+        under the same trust."""
         live = [s for s in self.specs if s.node not in self.reachable]
         subject = Subject(node=f"{len(live)} nodes")
         head = live[0]
         test = "all_reduce_multi_node"
+        with self.mpi_trust(live, test, "multi_node_busbw_gb_s", subject) as rsh:
+            if rsh is None:
+                return
+            script = suites.multi_node_script(live, self.suite, self.record.id, rsh)
+            self.progress(f"multi-node all_reduce from {head.node} over {len(live)} nodes")
+            res = remote.run(self.targets[head.node], script, self.suite.timeout_s)
+            raw = self.keep(self.cluster, head.node, test, res)
+            judged = self.judge_result("nccl", res, self.sku(head), subject)
+            self.cluster.add(judged.verdicts, test, None, raw, emulated=judged.emulated)
+            if judged.parsed is not None:
+                self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", test, judged.emulated))
+            if self.suite.localise == "on_slow":
+                why = localise.trigger(self.cluster.results, self.localise_limits(head).slow_fraction)
+                if why:
+                    self.run_localise(live, rsh, why)
+
+    @contextmanager
+    def mpi_trust(self, live: Sequence[NodeSpec], test: str, check: str, subject: Subject) -> Iterator[str | None]:
+        """SSH trust for this run only (`gpuctl.bench.mpissh`): the key is made, placed on the
+        first node of `live` and authorized on all of them; yields Open MPI's rsh options, or
+        None when the trust could not be set up (a could-not-run verdict of `check` says why);
+        the key is revoked on leaving, whatever happened."""
+        head = live[0]
 
         def cannot(reason: str) -> None:  # the SSH trust could not be set up: a node or controller to fix
-            self.cluster.add([could_not_run("multi_node_busbw_gb_s", reason, subject, Remediation.RECONFIGURE)],
-                             test, None, None)
+            self.cluster.add([could_not_run(check, reason, subject, Remediation.RECONFIGURE)], test, None, None)
 
         try:
             key = mpissh.generate_key(self.record.id)
         except mpissh.TrustError as exc:
             cannot(f"cannot make the run's SSH key on this machine: {exc}")
+            yield None
             return
         sent: list[str] = []  # nodes the authorized_keys line went to
         authorized: dict[str, CmdResult] = {}
@@ -251,9 +277,12 @@ class BenchRun:
             placed = setup.exit_status != suites.EXIT_SCRATCH_EXISTS
             if not setup.ok:
                 cannot(f"cannot place the run's SSH key on {head.node}: {_reason(setup)}")
+                yield None
                 return
             addresses = mpissh.from_addresses(hosts, setup.stdout)
             valid_s = self.suite.timeout_s + mpissh.EXPIRY_MARGIN_S
+            if self.suite.localise != "off":  # the fault finding's rounds run under the same key
+                valid_s += self.suite.localise_timeout_s * localise.round_bound(len(live))
             sent = [s.node for s in live]
             authorized = remote.run_parallel(
                 {s.node: (self.targets[s.node], mpissh.authorize_script(key, addresses, valid_s)) for s in live}, 60)
@@ -263,17 +292,20 @@ class BenchRun:
             if failed:
                 cannot("cannot authorize the run's SSH key on "
                        + "; ".join(f"{node}: {_reason(res)}" for node, res in failed))
+                yield None
                 return
-            script = suites.multi_node_script(live, self.suite, self.record.id, mpissh.rsh_args(key))
-            self.progress(f"multi-node all_reduce from {head.node} over {len(live)} nodes")
-            res = remote.run(self.targets[head.node], script, self.suite.timeout_s)
-            raw = self.keep(self.cluster, head.node, test, res)
-            judged = self.judge_result("nccl", res, self.sku(head), subject)
-            self.cluster.add(judged.verdicts, test, None, raw, emulated=judged.emulated)
-            if judged.parsed is not None:
-                self.series.append(nccl_series(judged.parsed, f"{len(live)} nodes", test, judged.emulated))
+            yield mpissh.rsh_args(key)
         finally:
             self.revoke(key, head.node if placed else None, sent, authorized)
+
+    # ---------------------------------------------------------------- fault finding
+
+    def localise_limits(self, spec: NodeSpec) -> localise.Limits:
+        return localise_run.limits(spec)
+
+    def run_localise(self, live: Sequence[NodeSpec], rsh: str, why: str) -> None:
+        """The fault finding (`gpuctl.bench.localise_run.run`), its result kept for bench.json."""
+        self.localisation = localise_run.run(self, live, rsh, why)
 
     def revoke(self, key: mpissh.RunKey, head: str | None, sent: Sequence[str],
                authorized: dict[str, CmdResult]) -> None:
@@ -419,6 +451,17 @@ class BenchRun:
                                                 cluster_subject)], "all_reduce_multi_node", None, None)
             else:
                 self.run_multi_node()
+        if self.suite.localise == "always":
+            if len(self.specs) < 2:
+                self.cluster.add([not_applicable("fault_finding", "one node: no pair to compare", cluster_subject)],
+                                 "fault_finding", None, None)
+            elif len(live) < 2:
+                self.cluster.add([could_not_run("fault_finding", "fewer than two reachable nodes", cluster_subject)],
+                                 "fault_finding", None, None)
+            else:
+                with self.mpi_trust(live, "fault_finding", "fault_finding", Subject(node=f"{len(live)} nodes")) as rsh:
+                    if rsh is not None:
+                        self.run_localise(live, rsh, "asked for (--suite localise)")
         if self.suite.training and self.suite.training_multi_node:
             if len(self.specs) < 2:
                 self.cluster.add([not_applicable("training", "one node: no multi-node training run", cluster_subject)],
@@ -446,14 +489,13 @@ class BenchRun:
             "cluster": self.cluster.as_dict(),
             "nccl_series": sorted(self.series, key=lambda x: ("multi" in x["test"], x["label"], x["test"])),
             "training": self.training,
+            "localisation": self.localisation,
         }
 
 
 def _reason(res: CmdResult) -> str:
-    """The last line a failed command said, or its exit status."""
-    if res.timed_out:
-        return f"timed out after {res.duration_s:.0f} s"
-    return (res.stderr.strip().splitlines() or res.stdout.strip().splitlines() or [f"exit {res.exit_status}"])[-1]
+    """The last line a failed command said, or its exit status (`CmdResult.reason`)."""
+    return res.reason()
 
 
 KIND_CHECK = {"nccl": "nccl", "bandwidth": "bandwidth", "fio": "fio", "gdsio": "gdsio", "dcgm": "dcgm",
@@ -507,7 +549,10 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
     head, versions{node: {python, torch, cuda, nccl, gpus}}, argv{node: [...]}, rank0_node, loss[[step, loss]],
     ranks[{rank, node, host, checksum, differs}], ranks_agree, world_size, model, backend, tokens_per_s,
     tokens_per_s_per_rank, single_node_tokens_per_s{node: …}, single_node_loss{node: [[step, loss]]},
-    ran{torch, cuda, nccl}} (empty when the run across nodes did not start; partial when it failed)};
+    ran{torch, cuda, nccl}} (empty when the run across nodes did not start; partial when it failed)},
+    localisation{nodes, trigger, rounds, bound, findings[{kind, nodes, message, evidence[step index], hcas,
+    interfaces, rail_note}], steps[{round, stage, kind, nodes, rail, value, unit, reference, floor, slow, error,
+    raw, text}], limits, slow_fraction, slow_fraction_source} (empty when the fault finding did not run);
     every result is
     a verdict (check, status, subject, value, threshold, unit, source, remediation, message)
     plus test, host, raw (and skipped when the tool reported it could not start)."""

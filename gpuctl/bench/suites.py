@@ -13,6 +13,7 @@ import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuctl.provenance import DEVICE_MARK
 from gpuctl.shellcmd import sh
@@ -59,6 +60,11 @@ class Suite:
     training_step_timeout_s: int = 120  # the process group's timeout: a collective waiting longer fails
     training_launch_timeout_s: int = 900  # each launcher is killed after this (rendezvous + steps + margin)
     training_rdzv_port: int = TRAIN_RDZV_PORT
+    # fault finding (gpuctl.bench.localise): "on_slow" after a slow multi-node all_reduce (or a
+    # slow ib_write_bw pair), "always", or "off"; each of its runs is this big and bounded so
+    localise: Literal["on_slow", "always", "off"] = "on_slow"
+    localise_max_bytes: str = "1G"
+    localise_timeout_s: int = 300
 
 
 SUITES: dict[str, Suite] = {
@@ -78,6 +84,12 @@ SUITES: dict[str, Suite] = {
         name="training", nccl_tests=(), nccl_max_bytes="1G", multi_node=False, bwprobe=False, ib=False, fio=False,
         fio_size_mib=0, fio_runtime_s=0, gdsio=False, dcgm=False, training=True, training_steps=40, timeout_s=600,
     ),
+    # only the fault finding, whatever the figures: `gpuctl bench --suite localise`
+    "localise": Suite(
+        name="localise", nccl_tests=(), nccl_max_bytes="1G", multi_node=False, bwprobe=False, ib=False, fio=False,
+        fio_size_mib=0, fio_runtime_s=0, gdsio=False, dcgm=False, training=False, training_steps=0, timeout_s=600,
+        training_multi_node=False, localise="always",
+    ),
 }
 
 
@@ -92,10 +104,29 @@ def nccl_argv(test: str, max_bytes: str, gpus: int) -> list[str]:
     return [test, "-b", "8", "-e", max_bytes, "-f", "2", "-g", str(gpus)]
 
 
-def nccl_script(test: str, suite: Suite, spec: NodeSpec) -> str:
-    env = " ".join(f"{k}={sh(v)}" for k, v in sorted(spec.nccl_conf.items()))
-    argv = sh(*nccl_argv(test, suite.nccl_max_bytes, spec.hardware.gpu_count))
-    return preamble() + (f"env {env} " if env else "") + argv + "\n"
+def nccl_script(test: str, suite: Suite, spec: NodeSpec, extra_env: Mapping[str, str] | None = None,
+                max_bytes: str | None = None) -> str:
+    """nccl-tests on one node, every GPU, under the node's nccl.conf settings (and `extra_env`)."""
+    env = {**spec.nccl_conf, **(extra_env or {})}
+    argv = nccl_argv(test, max_bytes or suite.nccl_max_bytes, spec.hardware.gpu_count)
+    return preamble() + (sh("env", *(f"{k}={v}" for k, v in sorted(env.items())), *argv) if env else sh(*argv)) + "\n"
+
+
+#: the NIC loopback all_reduce of fault finding: no shared memory, no P2P, so every byte
+#: between the node's GPUs crosses its HCAs (NCCL environment variables, docs.nvidia.com/deeplearning/nccl
+#: user-guide env.html: NCCL_SHM_DISABLE, NCCL_P2P_DISABLE)
+LOOPBACK_ENV: Mapping[str, str] = {"NCCL_SHM_DISABLE": "1", "NCCL_P2P_DISABLE": "1"}
+
+
+def loopback_script(suite: Suite, spec: NodeSpec) -> str:
+    """Fault finding, stage 1: all_reduce over the node's GPUs through its own HCAs."""
+    return nccl_script("all_reduce_perf", suite, spec, LOOPBACK_ENV, suite.localise_max_bytes)
+
+
+def rail_env(spec: NodeSpec, rail: int) -> dict[str, str]:
+    """One rail of a per-rail run: the rank uses local GPU `rail` and HCA `rail` only
+    (NCCL_IB_HCA with `=`: that exact device)."""
+    return {"NCCL_IB_HCA": "=" + spec.fabric.ports[rail].hca, "CUDA_VISIBLE_DEVICES": str(rail)}
 
 
 def fabric_port(spec: NodeSpec):  # type: ignore[no-untyped-def]
@@ -114,9 +145,9 @@ def mpi_host(spec: NodeSpec) -> str:
     return port.address.split("/")[0] if port is not None else spec.address
 
 
-def hostfile_text(specs: Sequence[NodeSpec]) -> str:
-    """An Open MPI hostfile: one line per node, `slots` = its GPU count."""
-    return "".join(f"{mpi_host(s)} slots={s.hardware.gpu_count}\n" for s in specs)
+def hostfile_text(specs: Sequence[NodeSpec], slots: int | None = None) -> str:
+    """An Open MPI hostfile: one line per node, `slots` = its GPU count (or `slots`)."""
+    return "".join(f"{mpi_host(s)} slots={slots or s.hardware.gpu_count}\n" for s in specs)
 
 
 def mpi_env(specs: Sequence[NodeSpec]) -> dict[str, str]:
@@ -144,12 +175,14 @@ def mpi_networks(specs: Sequence[NodeSpec]) -> list[str]:
     return nets
 
 
-def mpirun_argv(hostfile: str, specs: Sequence[NodeSpec], test: str, max_bytes: str, rsh_args: str) -> list[str]:
-    """mpirun over SSH: one rank per GPU, nccl-tests with one GPU per rank. `rsh_args` are
-    the ssh options of the daemons' launch (`gpuctl.bench.mpissh.rsh_args`); every daemon is
-    launched from this node (no tree spawn), the only one holding the run's key."""
-    per_node = specs[0].hardware.gpu_count
-    total = sum(s.hardware.gpu_count for s in specs)
+def mpirun_argv(hostfile: str, specs: Sequence[NodeSpec], test: str, max_bytes: str, rsh_args: str,
+                per_node: int | None = None, extra_env: Mapping[str, str] | None = None) -> list[str]:
+    """mpirun over SSH: one rank per GPU (or `per_node` ranks per node), nccl-tests with one
+    GPU per rank. `rsh_args` are the ssh options of the daemons' launch
+    (`gpuctl.bench.mpissh.rsh_args`); every daemon is launched from this node (no tree
+    spawn), the only one holding the run's key, which need not be one of `specs`."""
+    per_node = per_node or specs[0].hardware.gpu_count
+    total = per_node * len(specs)
     argv = ["mpirun", "--allow-run-as-root", "--hostfile", hostfile, "-np", str(total),
             "--map-by", f"ppr:{per_node}:node", "--bind-to", "none",
             "--mca", "plm_rsh_args", rsh_args, "--mca", "plm_rsh_no_tree_spawn", "1"]
@@ -157,17 +190,61 @@ def mpirun_argv(hostfile: str, specs: Sequence[NodeSpec], test: str, max_bytes: 
     if nets:
         argv += ["--mca", "oob_tcp_if_include", nets, "--mca", "btl_tcp_if_include", nets]
     argv += ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]
-    for key, value in sorted(mpi_env(specs).items()):
+    for key, value in sorted({**mpi_env(specs), **(extra_env or {})}.items()):
         argv += ["-x", f"{key}={value}"]
     return argv + nccl_argv(test, max_bytes, 1)
 
 
-def multi_node_script(specs: Sequence[NodeSpec], suite: Suite, run_id: str, rsh_args: str) -> str:
-    """Run on the first node: write the hostfile, then mpirun across all nodes."""
-    hostfile = f"{SCRATCH}/{run_id}/hostfile"
+def multi_node_script(specs: Sequence[NodeSpec], suite: Suite, run_id: str, rsh_args: str, tag: str = "",
+                      per_node: int | None = None, extra_env: Mapping[str, str] | None = None,
+                      max_bytes: str | None = None) -> str:
+    """Run on the head node (the one holding the run's key): write the hostfile (named by
+    `tag`, so runs at once keep apart), then mpirun across `specs`."""
+    hostfile = f"{SCRATCH}/{run_id}/hostfile" + (f"-{tag}" if tag else "")
     return (preamble() + f"mkdir -p {sh(SCRATCH + '/' + run_id)}\n"
-            f"cat > {sh(hostfile)} <<'GPUCTL_HOSTFILE'\n{hostfile_text(specs)}GPUCTL_HOSTFILE\n"
-            + sh(*mpirun_argv(hostfile, specs, "all_reduce_perf", suite.nccl_max_bytes, rsh_args)) + "\n")
+            f"cat > {sh(hostfile)} <<'GPUCTL_HOSTFILE'\n{hostfile_text(specs, per_node)}GPUCTL_HOSTFILE\n"
+            + sh(*mpirun_argv(hostfile, specs, "all_reduce_perf", max_bytes or suite.nccl_max_bytes, rsh_args,
+                              per_node, extra_env)) + "\n")
+
+
+#: NCCL's bootstrap root of a fault-finding pair run: rank 0 (on the pair's first node) listens
+#: on that node's fabric address, this port + the rail (the rails of one pair run at once).
+#: NVIDIA/nccl src/bootstrap.cc (bootstrapGetUniqueId, bootstrapNetInit) and src/init.cc: with
+#: NCCL_COMM_ID set (<ipv4>:<port> or [<ipv6>]:<port>) rank 0 starts the bootstrap root there.
+BOOTSTRAP_BASE_PORT = 29600
+
+
+def bootstrap_env(a: NodeSpec, rail: int | None) -> dict[str, str]:
+    """NCCL_COMM_ID of a pair run whose rank 0 runs on `a` (`BOOTSTRAP_BASE_PORT`)."""
+    host = mpi_host(a)
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    return {"NCCL_COMM_ID": f"{host}:{BOOTSTRAP_BASE_PORT + (rail or 0)}"}
+
+
+def pair_script(a: NodeSpec, b: NodeSpec, suite: Suite, run_id: str, rsh_args: str, rail: int | None = None,
+                launcher: str | None = None) -> str:
+    """Fault finding: a 2-node all_reduce of `a` and `b`, launched from the head (node
+    `launcher`); on every GPU and rail, or (`rail`) one rank per node on local GPU `rail` and
+    HCA `rail` only. Its bootstrap root (`bootstrap_env`) is on the node rank 0 runs on: the
+    launcher when it is one of the pair (Open MPI maps rank 0 onto the launching node when
+    its hostfile holds it, whatever the line: seen in the lab, Open MPI 4.1 on Debian 12),
+    else `a`; that node is also the hostfile's first line."""
+    if launcher == b.node:
+        a, b = b, a
+    tag = f"{a.node}-{b.node}" + (f"-rail{rail}" if rail is not None else "")
+    if rail is None:
+        return multi_node_script([a, b], suite, run_id, rsh_args, _tag(tag), extra_env=bootstrap_env(a, None),
+                                 max_bytes=suite.localise_max_bytes)
+    return multi_node_script([a, b], suite, run_id, rsh_args, _tag(tag), 1,
+                             {**rail_env(a, rail), **bootstrap_env(a, rail)}, suite.localise_max_bytes)
+
+
+def _tag(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
 
 
 def bwprobe_script() -> str:

@@ -11,7 +11,7 @@ import click
 from gpuctl.cli.common import console, emit_json, handle_errors, json_option
 
 _FAULT_HELP = ("gpu_missing, pcie_x8, nvlink_pairs, ib_port_down, ib_rate_200, ecc_uncorrectable, "
-               "row_remap_pending, xid_79, fm_down, driver_mismatch, slow_nccl, raid_degraded")
+               "row_remap_pending, xid_79, fm_down, driver_mismatch, slow_nccl, raid_degraded, slow_link")
 
 
 @click.command("fault")

@@ -20,7 +20,8 @@ Stage shapes consumed (adapters: `verify_section`, `bench_section`):
   status, expected, found, remediation, message}]}}}
 - `stages/bench.json`: see `gpuctl.bench.run.run_bench`; its `training` (the run across
   nodes) and the cluster results of the tests `training_launchers` / `training_multi_node`
-  make the training section (`training_section`).
+  make the training section (`training_section`); its `localisation` the fault-finding
+  section (`fault_finding_section`).
 """
 
 from __future__ import annotations
@@ -360,6 +361,48 @@ def training_section(stage: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def fault_finding_section(stage: dict[str, Any] | None) -> dict[str, Any]:
+    """The fault finding (bench.json's `localisation`, gpuctl.bench.localise): why it started,
+    the suspects named (node, HCA and interface, or the link), each with its evidence chain
+    (the figures, each beside what it was judged against), what it could not tell apart, and
+    the rounds used against the bound. Nothing is judged here."""
+    loc = (stage or {}).get("localisation") or {}
+    if not loc:
+        return {"available": False}
+    steps = [s for s in loc.get("steps") or [] if isinstance(s, dict)]
+
+    def chain(idx: list[Any]) -> list[dict[str, Any]]:
+        out = []
+        for i in idx:
+            if isinstance(i, int) and 0 <= i < len(steps):
+                s = steps[i]
+                out.append({"text": s.get("text") or "", "slow": s.get("slow"), "raw": s.get("raw") or ""})
+        return out
+
+    findings = [{"kind": f.get("kind", ""), "nodes": ", ".join(f.get("nodes") or []), "message": f.get("message", ""),
+                 "hcas": ", ".join(f"{h} ({i})" for h, i in zip(f.get("hcas") or [], f.get("interfaces") or [],
+                                                               strict=False)),
+                 "named": f.get("kind") in ("node", "link"), "evidence": chain(list(f.get("evidence") or []))}
+                for f in loc.get("findings") or [] if isinstance(f, dict)]
+    return {
+        "available": True,
+        "trigger": loc.get("trigger") or "",
+        "nodes": len(loc.get("nodes") or []),
+        "rounds": loc.get("rounds"),
+        "bound": loc.get("bound"),
+        "within_bound": isinstance(loc.get("rounds"), int) and isinstance(loc.get("bound"), int)
+        and loc["rounds"] <= loc["bound"],
+        "measurements": len(steps),
+        "suspects": [f for f in findings if f["named"]],
+        "others": [f for f in findings if not f["named"]],
+        "limits": [str(x) for x in loc.get("limits") or []],
+        "slow_fraction": f"{loc['slow_fraction']:.0%}" if isinstance(loc.get("slow_fraction"), (int, float))
+        else "?",
+        "slow_fraction_source": loc.get("slow_fraction_source") or "",
+        "steps": [{"text": s.get("text") or "", "slow": s.get("slow"), "raw": s.get("raw") or ""} for s in steps],
+    }
+
+
 def emulated_summary(bench: dict[str, Any]) -> dict[str, Any] | None:
     """How many bench figures came from lab stand-ins or emulated devices, and why (None: none)."""
     rows = bench["results"] + bench["cluster_results"]
@@ -408,6 +451,7 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
     verify = verify_section(stages.get("verify"), chosen.get("verify"))
     bench = bench_section(stages.get("bench"), chosen.get("bench"))
     training = training_section(stages.get("bench"))
+    fault_finding = fault_finding_section(stages.get("bench"))
     thresholds = bench_stage.get("thresholds") or {}
     nodes = sorted(set(inventory.get("nodes", [])) | {r["node"] for r in verify["rows"]}
                    | {n["node"] for n in bench["nodes"]})
@@ -444,6 +488,7 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
         "chart_svg": _chart(bench, thresholds),
         "training": training,
         "training_chart_svg": loss_chart(training["series"]) if training["available"] else "",
+        "fault_finding": fault_finding,
         "failures": failures,
         "remediation_counts": dict(sorted(Counter(f["remediation"] for f in failures if f["remediation"]).items())),
         "meta": {

@@ -86,3 +86,30 @@ def test_real_faults_use_real_commands(tmp_path: Path) -> None:
 def test_driver_mismatch_picks_another_matrix_version() -> None:
     assert faults._other_driver_version("580.95.05") == "570.133.20"
     assert faults._other_driver_version("535.230.02") == "550.163.01"
+
+
+def test_slow_link_shapes_the_rdma_netdev_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`slow_link` (issue 19): tc on the Soft-RoCE device's netdev, egress token bucket and
+    ingress police at one rate, recorded with the netdev; clear removes both qdiscs. `tc`
+    and `rdma` are recorders here (the lab test shapes a real guest interface)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    (bindir / "tc").write_text(f'#!/bin/sh\necho "tc $*" >> {calls}\n')
+    (bindir / "rdma").write_text("#!/bin/sh\necho 'link rxe0/1 state ACTIVE physical_state LINK_UP netdev eth1'\n")
+    for tool in ("tc", "rdma"):
+        (bindir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    run, fault_file, _ = local_runner(tmp_path)
+    faults.apply_fault("gpu-02", "slow_link", runner=run)
+    rate = faults.SLOW_LINK_RATE
+    assert fault_file.read_text() == f"slow_link netdev=eth1 rate={rate}\n"
+    lines = calls.read_text().splitlines()
+    assert f"tc qdisc replace dev eth1 root tbf rate {rate} burst 32kbit latency 400ms" in lines
+    assert "tc qdisc add dev eth1 handle ffff: ingress" in lines
+    assert any(line.startswith("tc filter add dev eth1 parent ffff:") and f"police rate {rate}" in line
+               for line in lines)
+    calls.write_text("")
+    faults.apply_fault("gpu-02", "slow_link", clear=True, runner=run)
+    assert fault_file.read_text() == ""
+    assert calls.read_text().splitlines()[:2] == ["tc qdisc del dev eth1 root", "tc qdisc del dev eth1 ingress"]

@@ -20,6 +20,9 @@ others change the node for real:
   stand-in module of *another* matrix driver version, so the kernel reports a version
   the installed user space does not have — nvidia-smi then fails like the real one.
   Clear: reload the installed module (a reboot clears it too, as on real nodes).
+- ``slow_link``: the node's RDMA netdev shaped with tc (egress token bucket, ingress
+  police) to ``SLOW_LINK_RATE`` each way: a real slow link that the fault finding of
+  `gpuctl bench` must name (node and interface). Clear: both qdiscs deleted.
 - ``raid_degraded``: a RAID member is really removed: ``mdadm --fail/--remove`` on a
   redundant level; on RAID0 (no redundancy; md refuses --fail) the member's NVMe
   controller is removed from the PCI bus, which breaks the array. Clear: PCI rescan and
@@ -50,6 +53,10 @@ class Fault:
     default_gpu: int = 0
 
 
+#: the rate `slow_link` shapes a node's fabric interface to: well under what the emulated fabric
+#: moves (Soft-RoCE between TCG guests ~33 MB/s, reference/lab-notes.md), above nothing
+SLOW_LINK_RATE = "4mbit"
+
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("gpu_missing", "one GPU gone from every tool (nvidia-smi, dcgmi, topo)", True, -1),
     Fault("pcie_x8", "one GPU's PCIe link trained at x8 instead of x16", True, 3),
@@ -69,9 +76,33 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("fabric_not_ready", "NVSwitch fabric State 'In Progress' on every GPU although the fabric manager runs"),
     Fault("vbios_differs", "this node's GPUs report another VBIOS version than their peers"),
     Fault("nvlink_errors", "NVLink replay and CRC errors rising on link 0 of one GPU (nvidia-smi nvlink -e)", True, 1),
+    # fault finding (gpuctl bench, issue 19): a real slow link
+    Fault("slow_link", f"traffic on the RDMA netdev shaped to {SLOW_LINK_RATE} each way (tc), as a bad cable"),
 )}
 
 Runner = Callable[[str], str]
+
+
+def slow_link_script(clear: bool) -> str:
+    """`slow_link`: shape the node's RDMA netdev (Soft-RoCE's, else eth1) both ways, as a bad
+    cable or switch port does: egress through a token bucket (tc-tbf(8)), ingress policed to
+    the same rate (tc-police(8)); Soft-RoCE, TCP and everything else on that interface slows.
+    Clear: both qdiscs deleted (the netdev back to its default qdisc)."""
+    if clear:
+        return ("line=$(grep '^slow_link ' " + FAULTS_PATH + " || true)\n"
+                "nd=$(echo \"$line\" | sed -n 's/.* netdev=\\([^ ]*\\).*/\\1/p'); [ -n \"$nd\" ] || nd=eth1\n"
+                "tc qdisc del dev \"$nd\" root 2>/dev/null || true\n"
+                "tc qdisc del dev \"$nd\" ingress 2>/dev/null || true\n"
+                + _record("", "slow_link") + "tc qdisc show dev \"$nd\"\n")
+    rate = shlex.quote(SLOW_LINK_RATE)
+    return (_rxe_netdev_sh() + "[ -n \"$nd\" ] || nd=eth1\n"
+            f"tc qdisc replace dev \"$nd\" root tbf rate {rate} burst 32kbit latency 400ms\n"
+            "tc qdisc del dev \"$nd\" ingress 2>/dev/null || true\n"
+            "tc qdisc add dev \"$nd\" handle ffff: ingress\n"
+            f"tc filter add dev \"$nd\" parent ffff: protocol all u32 match u32 0 0 police rate {rate} "
+            "burst 32k drop flowid :1\n"
+            + _record("", "slow_link") + f"echo \"slow_link netdev=$nd rate={SLOW_LINK_RATE}\" >> {FAULTS_PATH}\n"
+            "tc qdisc show dev \"$nd\"\n")
 
 
 def _check(fault: str) -> Fault:
@@ -156,6 +187,8 @@ def _script(fault: Fault, gpu: int | None, clear: bool, profile_rate_gbps: float
                 + "echo \"$nd: $(cat /sys/class/net/$nd/speed) Mb/s\"\n")
     if name == "raid_degraded":
         return _raid_script(clear)
+    if name == "slow_link":
+        return slow_link_script(clear)
     raise InputError(f"fault '{name}' has no script")  # driver_mismatch is handled separately
 
 

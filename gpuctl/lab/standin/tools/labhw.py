@@ -18,7 +18,9 @@ Every tool reads the node's hardware profile and fault list:
   tools also run on a build host against a prepared directory (unit tests).
 
 Outputs are shaped like the real tools' (templates: real H200 and public 8-GPU
-H100/A100 outputs). Nothing here measures anything: figures come from the profile.
+H100/A100 outputs). Figures come from the profile, except one: a multi-node nccl-tests run
+given a bootstrap root (NCCL_COMM_ID) moves real bytes between the ranks' nodes over that
+address and reports the rate it measured (`exchange`), so a slow fabric interface shows.
 """
 
 from __future__ import annotations
@@ -963,6 +965,89 @@ def inter_node_busbw(profile: dict, node: Node) -> float:
     return bw
 
 
+#: each node's first rank exchanges this many bytes each way with rank 0, EXCHANGE_ROUNDS times;
+#: the best round counts (the other ranks starting beside it on a TCG guest take CPU from some)
+EXCHANGE_BYTES = 256 << 10
+EXCHANGE_ROUNDS = 8
+EXCHANGE_TIMEOUT_S = 90.0
+
+
+def bootstrap_root() -> tuple[str, int] | None:
+    """NCCL_COMM_ID ("address:port", NCCL's bootstrap root: rank 0 listens there), or None."""
+    host, _, port = os.environ.get("NCCL_COMM_ID", "").rpartition(":")
+    try:
+        return (host.strip("[]"), int(port)) if host else None
+    except ValueError:
+        return None
+
+
+def _recv_exactly(conn, n: int) -> None:
+    got = 0
+    while got < n:
+        chunk = conn.recv(min(1 << 16, n - got))
+        if not chunk:
+            raise OSError(f"peer closed after {got} of {n} bytes")
+        got += len(chunk)
+
+
+def exchange(mpi: MpiWorld, root: tuple[str, int]) -> float | None:
+    """Real bytes between the ranks' nodes, over the fabric address NCCL_COMM_ID names (so
+    traffic shaping on a node's fabric interface really slows it): rank 0 listens there; the
+    first rank of every other node connects, and on each of rank 0's EXCHANGE_ROUNDS words
+    sends EXCHANGE_BYTES, receives as many back and acknowledges. Rank 0 returns the slowest
+    node's best round in GB/s (both directions' bytes over the time from its word to the
+    acknowledgement); the others return None. A node that never connects fails the run, as NCCL's bootstrap does."""
+    import socket
+
+    block = b"\0" * (1 << 16)
+
+    def send(conn, n: int) -> None:
+        while n > 0:
+            n -= conn.send(block[: min(len(block), n)])
+
+    if mpi.rank == 0:
+        rates = []
+        with socket.create_server(root) as srv:
+            srv.settimeout(EXCHANGE_TIMEOUT_S)
+            for _ in range(mpi.nodes - 1):
+                try:
+                    conn, _peer = srv.accept()
+                except OSError as exc:
+                    die(f"{os.uname().nodename}: NCCL WARN Bootstrap : no connection from the other nodes on "
+                        f"{root[0]}:{root[1]} ({exc})\n .. Test failure common.cu:891\n", 1)
+                best = 0.0
+                with conn:
+                    conn.settimeout(EXCHANGE_TIMEOUT_S)
+                    for _ in range(EXCHANGE_ROUNDS):
+                        start = time.monotonic()
+                        conn.sendall(b"g")
+                        _recv_exactly(conn, EXCHANGE_BYTES)
+                        send(conn, EXCHANGE_BYTES)
+                        _recv_exactly(conn, 1)
+                        best = max(best, 2 * EXCHANGE_BYTES / max(time.monotonic() - start, 1e-6) / 1e9)
+                    conn.sendall(b"e")
+                rates.append(best)
+        return min(rates) if rates else None
+    if mpi.local_rank != 0 or mpi.node_of(mpi.rank) == 0:
+        return None
+    deadline = time.monotonic() + EXCHANGE_TIMEOUT_S
+    while True:
+        try:
+            conn = socket.create_connection(root, timeout=5)
+            break
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                die(f"{os.uname().nodename}: NCCL WARN Bootstrap : cannot reach {root[0]}:{root[1]} ({exc})\n", 1)
+            time.sleep(0.2)
+    with conn:
+        conn.settimeout(EXCHANGE_TIMEOUT_S)
+        while conn.recv(1) == b"g":
+            send(conn, EXCHANGE_BYTES)
+            _recv_exactly(conn, EXCHANGE_BYTES)
+            conn.sendall(b"k")
+    return None
+
+
 def nccl_test(name: str, args: list[str]) -> None:
     """all_reduce_perf & co. Alone: one process drives `-g` GPUs. Under mpirun (MPI=1
     build): every rank drives `-g` GPUs from its local rank on, checks them on its own
@@ -1006,8 +1091,15 @@ def nccl_test(name: str, args: list[str]) -> None:
         peak *= 0.6
     if node.nvlink_pairs or len(node.gpus) < node.gpu["count"]:
         peak *= 0.5
+    measured = None
     if mpi and mpi.nodes > 1:
         peak = min(peak, inter_node_busbw(profile, node))
+        root = bootstrap_root()
+        if root is not None:  # gpuctl named a bootstrap root: measure real bytes between the nodes
+            measured = exchange(mpi, root)
+            if mpi.rank != 0:
+                return
+            peak = measured or 0.0
     ranks = ngpus * (mpi.size if mpi else 1)
     busfactor = {"all_reduce_perf": 2 * (ranks - 1) / ranks, "all_gather_perf": (ranks - 1) / ranks,
                  "reduce_scatter_perf": (ranks - 1) / ranks}.get(name, 1.0)
@@ -1037,7 +1129,7 @@ def nccl_test(name: str, args: list[str]) -> None:
     while size <= hi:
         count = size // 4 if name != "all_gather_perf" else size // 4 // max(ranks, 1)
         # latency-bound below ~64 MiB, bandwidth-bound above (shape of a real sweep)
-        eff = size / (size + 48 * (1 << 20)) if ranks > 1 else 0.0
+        eff = (size / (size + 48 * (1 << 20)) if measured is None else 1.0) if ranks > 1 else 0.0
         row = [f"{size:>12}", f"{count:>12}", f"{'float':>8}", f"{redop:>6}", f"{-1:>6}"]
         for _ in range(2):
             bus = peak * eff * (1 + rng.uniform(-0.004, 0.004)) if ranks > 1 else 0.0
@@ -1047,7 +1139,10 @@ def nccl_test(name: str, args: list[str]) -> None:
                 alg = size / (t_us * 1e3)
             busbws.append(bus)
             run_us += t_us * (warm + iters)
-            row += [f"{t_us:>8.1f}" if t_us >= 1000 else f"{t_us:>8.2f}", f"{alg:>7.2f}", f"{bus:>7.2f}",
+            # nccl-tests prints GB/s with 2 decimals; a measured lab figure (MB/s over an emulated
+            # NIC) keeps 5, or it would read 0.00
+            fmt = ">7.2f" if measured is None else ">7.5f"
+            row += [f"{t_us:>8.1f}" if t_us >= 1000 else f"{t_us:>8.2f}", f"{alg:{fmt}}", f"{bus:{fmt}}",
                     f"{0 if check else 'N/A':>6}"]
         out.append(" ".join(row))
         if factor <= 1:
@@ -1318,8 +1413,13 @@ def declares(tool: str, args: list[str]) -> bool:
 def declare(tool: str) -> None:
     info = package_info()
     package = f"{info.get('package') or 'unknown package'} {info.get('version') or ''}".strip()
-    sys.stderr.write(f"{STANDIN_MARK} {tool} from the lab stand-in package {package}; "
-                     "emulated output, figures from the node's hardware profile, nothing measured\n")
+    mpi = mpi_world()
+    if tool in FIGURE_TOOLS[:3] and mpi is not None and mpi.nodes > 1 and bootstrap_root() is not None:
+        what = ("figures measured: bytes exchanged over TCP between the ranks' nodes through the NCCL_COMM_ID "
+                "address, not NCCL")
+    else:
+        what = "figures from the node's hardware profile, nothing measured"
+    sys.stderr.write(f"{STANDIN_MARK} {tool} from the lab stand-in package {package}; emulated output, {what}\n")
     sys.stderr.flush()
 
 
