@@ -138,15 +138,15 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
     nvlink = bool(spec.hardware.gpu_count and spec.hardware.nvlink_topo_code)
     steps: list[Callable[[], Any]] = [probe.pci_sysfs]
     if spec.hardware.gpu_count:
-        steps += [probe.clock_events] + ([probe.gpus] if spec.hardware.nvswitch else []) \
-            + ([probe.nvlink_errors] if nvlink else [])
+        # one `nvidia-smi -q -x` per node: clock events, load, VBIOS and fabric state are read from it
+        steps += [probe.gpus] + ([probe.nvlink_errors] if nvlink else [])
     _fetch_at_once(steps)
     sku = load_sku(spec.sku)
     if spec.hardware.gpu_count:
         def clocks() -> list[hp.HealthFinding]:
-            rows = probe.clock_events()
-            out.firmware.update({f"vbios/{g.index}": g.vbios for g in rows if g.vbios})
-            return hp.judge_clock_events(rows, limits)
+            gpus = probe.gpus().gpus
+            out.firmware.update(hp.gpu_firmware(gpus))
+            return hp.judge_clock_events(gpus, limits)
         _attempt(out, "clock_events", clocks)
         if spec.hardware.nvswitch:
             _attempt(out, "nvswitch_fabric", lambda: hp.judge_fabric(probe.gpus().gpus, sku))
@@ -159,7 +159,7 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
 
     def sysfs_checks() -> list[hp.HealthFinding]:
         sysfs = probe.pci_sysfs()
-        out.firmware.update({f"hca/{d.name}": d.fw_ver for d in sysfs.rdma.values() if d.fw_ver})
+        out.firmware.update(hp.hca_firmware(sysfs))
         out.sample.update({"aer_correctable": hp.aer_correctable(sysfs),
                            "ib_counters": {p: dict(c) for p, c in sysfs.ib_counters.items()}})
         found = hp.judge_aer(sysfs, previous.get("aer_correctable"))

@@ -137,6 +137,9 @@ class GpuInfo:
     # 'Clocks Event Reasons' (535+) / 'Clocks Throttle Reasons' (older): (reason, active) in the
     # order printed, reason names as -q prints them ('HW Slowdown'); None: section absent
     clock_events: tuple[tuple[str, bool], ...] | None = None
+    # 'Utilization' / <utilization><gpu_util> (whether the clock events are judged: a load-free GPU)
+    utilization_gpu_pct: int | None = None
+    vbios_version: str | None = None  # 'VBIOS Version' / <vbios_version>
     # 'Fabric' (NVSwitch and multi-node NVLink systems; N/A elsewhere); fabric_section: the output
     # has the section at all (drivers before 535 and the CSV form do not)
     fabric_section: bool = False
@@ -172,6 +175,17 @@ def _clean(value: str | None) -> str | None:
         return None
     value = value.strip()
     return None if value in _MISSING else value
+
+
+def _percent(value: str | None, where: str) -> int | None:
+    """'0 %' (the -q and XML forms of a utilization)."""
+    value = _clean(value)
+    if value is None:
+        return None
+    m = re.match(r"^(\d+)\s*%?$", value)
+    if not m:
+        raise ParseError(f"{TOOL}: expected a percentage, got {value!r} for {where}")
+    return int(m.group(1))
 
 
 def _int(value: str | None, where: str) -> int | None:
@@ -343,6 +357,9 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
                                      if k.startswith("SRAM Uncorrectable") and isinstance(v, str)]),
         sram_threshold_exceeded=_bool(_get(agg, "SRAM Threshold Exceeded"), where),
         clock_events=_q_clock_events(tree, where),
+        utilization_gpu_pct=_percent(_get(tree, "Utilization", "Gpu") or _get(tree, "Utilization", "GPU"),
+                                     f"{where} utilization"),
+        vbios_version=_clean(_get(tree, "VBIOS Version")),
         fabric_section="Fabric" in tree,
         fabric_state=_clean(_get(fabric, "State")),
         fabric_status=_clean(_get(fabric, "Status")),
@@ -493,6 +510,8 @@ def _x_gpu(index: int, gpu: ET.Element, driver: str | None) -> GpuInfo:
             "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded")]),
         sram_threshold_exceeded=_bool(_x(gpu, "ecc_errors/aggregate/sram_threshold_exceeded"), where),
         clock_events=_x_clock_events(gpu, where),
+        utilization_gpu_pct=_percent(_x(gpu, "utilization/gpu_util"), f"{where} utilization"),
+        vbios_version=_clean(_x(gpu, "vbios_version")),
         fabric_section=gpu.find("fabric") is not None,
         fabric_state=_clean(_x(gpu, "fabric/state")),
         fabric_status=_clean(_x(gpu, "fabric/status")),

@@ -282,7 +282,7 @@ def _passive():
 def test_health_clock_events(host, spec, probe):
     """No HW slowdown, power brake or thermal clock-event reason on an idle GPU (busy GPUs are
     not judged) — `gpuctl.healthpolicy.judge_clock_events`, as `gpuctl health`."""
-    judge_health(healthpolicy.judge_clock_events(probe.clock_events(), _passive()))
+    judge_health(healthpolicy.judge_clock_events(probe.gpus().gpus, _passive()))
 
 
 def test_health_pcie_aer(host, spec, probe):
