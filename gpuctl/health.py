@@ -271,7 +271,9 @@ def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: P
     health = load_health()
     cluster = loaded.inventory.cluster.name
     if lock is None:
-        lock = _lock_firmware(loaded)
+        from gpuctl.lock import lock_firmware
+
+        lock = lock_firmware(loaded)
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="gpuctl-h-", dir="/tmp"))
     results: dict[str, NodeHealth] = {}
@@ -330,13 +332,3 @@ def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: P
             if r.sample:
                 save_sample(cluster, name, r.sample)
     return HealthResult(ordered, time.monotonic() - start)
-
-
-def _lock_firmware(loaded: LoadedInventory) -> dict[str, dict[str, str]] | None:
-    from gpuctl.lock import load_lock, lock_path
-
-    path = lock_path(loaded.path)
-    if not path.is_file():
-        return None
-    lock = load_lock(path)
-    return {n: dict(e.firmware) for n, e in lock.nodes.items()}

@@ -384,6 +384,15 @@ def lock_path(inventory_path: str | Path) -> Path:
     return p.with_name(p.stem + ".lock.yaml")
 
 
+def lock_firmware(loaded: LoadedInventory) -> dict[str, dict[str, str]] | None:
+    """The firmware recorded per node in the inventory's lock file ({node: {"vbios/0": …}}), or
+    None when there is no lock file (what `gpuctl health` and verify's firmware checks judge against)."""
+    path = lock_path(loaded.path)
+    if not path.is_file():
+        return None
+    return {n: dict(e.firmware) for n, e in load_lock(path).nodes.items()}
+
+
 def build_lock(loaded: LoadedInventory, nodes: Mapping[str, NodeLock], previous: LockFile | None = None) -> LockFile:
     """A lock with `nodes` read now; nodes only in `previous` keep their entries (--limit)."""
     merged = dict(previous.nodes) if previous else {}

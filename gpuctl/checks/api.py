@@ -38,6 +38,7 @@ __all__ = [
     "expect",
     "fail",
     "for_each",
+    "judge_firmware_lock",
     "judge_health",
     "modules_of",
     "packages_of",
@@ -91,6 +92,21 @@ def judge_health(findings: Sequence[Any]) -> None:
 
         why = "; ".join(dict.fromkeys(f.detail for f in findings)) or "nothing to judge on this node"
         pytest.skip(f"not judged: {why}")
+
+
+def judge_firmware_lock(spec: Any, found: dict[str, str], locked: dict[str, str] | None) -> None:
+    """Verify's side of the firmware check (`gpuctl.healthpolicy.judge_firmware`, as `gpuctl
+    health`): this node's firmware items against its entry in the lock file; skipped, never
+    passed, without a lock entry (peers are compared by `gpuctl health`, which sees every node)."""
+    from gpuctl.healthpolicy import judge_firmware
+
+    if not found:
+        raise CouldNotRun("no firmware version read on this node")
+    if locked is None:
+        import pytest
+
+        pytest.skip("not judged: no lock file entry for this node (`gpuctl lock` records the firmware)")
+    judge_health(judge_firmware({spec.node: found}, {spec.node: locked}))
 
 
 def _role_components(role: str) -> list[str]:

@@ -22,6 +22,7 @@ from gpuctl.checks.api import (
     expect,
     fail,
     for_each,
+    judge_firmware_lock,
     judge_health,
     modules_of,
     packages_of,
@@ -283,6 +284,26 @@ def test_health_clock_events(host, spec, probe):
     """No HW slowdown, power brake or thermal clock-event reason on an idle GPU (busy GPUs are
     not judged) — `gpuctl.healthpolicy.judge_clock_events`, as `gpuctl health`."""
     judge_health(healthpolicy.judge_clock_events(probe.gpus().gpus, _passive()))
+
+
+def test_health_nvlink_errors(host, spec, probe):
+    """NVLink replay, recovery and CRC error counters per GPU and link as the change since the last
+    `gpuctl health` sample (`gpuctl.healthpolicy.judge_nvlink_errors`); verify reads that sample,
+    never writes it: without one the check is skipped, not passed."""
+    from gpuctl.health import load_previous
+
+    if not (spec.hardware.gpu_count and spec.hardware.nvlink_topo_code):
+        import pytest
+
+        pytest.skip("no NVLink on this SKU")
+    previous = load_previous(spec.cluster, spec.node) or {}
+    judge_health(healthpolicy.judge_nvlink_errors(probe.nvlink_errors(), previous.get("nvlink_errors")))
+
+
+def test_health_gpu_firmware(host, spec, probe, locked_firmware):
+    """Every GPU's VBIOS as the lock file records it for this node (`gpuctl.healthpolicy.judge_firmware`,
+    read from the same `nvidia-smi -q -x`); skipped without a lock entry."""
+    judge_firmware_lock(spec, healthpolicy.gpu_firmware(probe.gpus().gpus), locked_firmware)
 
 
 def test_health_pcie_aer(host, spec, probe):

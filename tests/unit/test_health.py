@@ -614,3 +614,62 @@ def test_verify_acs_check(tmp_path: Path) -> None:
     assert f.subject == "0000:16:00.0"
     with pytest.raises(pytest.skip.Exception, match="no PCIe switch"):
         drv.test_health_pcie_acs(None, spec, probe(spec, {"aer_dev": bundle(sysfs_files())}))
+
+
+# ---------------------------------------------------------------- verify: NVLink counters and firmware (issue 19)
+
+def test_verify_judges_nvlink_counters_against_the_health_sample(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify had no NVLink error-counter check (only `gpuctl health` judged them)."""
+    from gpuctl.health import save_sample
+    from tests.unit.checks_support import failure, inventory_spec, probe, role
+
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
+    spec = inventory_spec("h100-8x4")
+    drv = role("nvidia_driver")
+    with pytest.raises(pytest.skip.Exception, match="first sample"):
+        drv.test_health_nvlink_errors(None, spec, probe(spec, {"nvlink -e": _nvlink_e()}))
+    save_sample(spec.cluster, spec.node, {"nvlink_errors": hp.nvlink_error_keep(parse_nvlink_errors(_nvlink_e()))})
+    drv.test_health_nvlink_errors(None, spec, probe(spec, {"nvlink -e": _nvlink_e()}))  # unchanged: pass
+    f = failure(drv.test_health_nvlink_errors, spec, probe(spec, {"nvlink -e": _nvlink_e(recovery=2)}))
+    assert f.subject == "GPU 0 link 1" and "Recovery Errors" in f.message
+
+
+def test_verify_judges_firmware_against_the_lock(tmp_path: Path) -> None:
+    """verify had no firmware check: the node's VBIOS and HCA firmware against its lock entry."""
+    from tests.unit.checks_support import bundle, failure, inventory_spec, probe, role
+
+    spec = inventory_spec("h100-8x4")
+    drv, net = role("nvidia_driver"), role("network")
+    p = probe(spec, {"nvidia-smi -q": REAL_Q, "aer_dev": bundle(sysfs_files())})
+    same = {**{f"vbios/{i}": "96.00.74.00.01" for i in range(8)}, "hca/mlx5_0": "28.39.1002",
+            "hca/mlx5_1": "28.39.1002"}
+    drv.test_health_gpu_firmware(None, spec, p, same)
+    net.test_health_hca_firmware(None, spec, p, same)
+    f = failure(drv.test_health_gpu_firmware, spec, p, {**same, "vbios/3": "96.00.61.00.01"})
+    assert f.subject == "vbios/3" and "the lock records 96.00.61.00.01" in f.message
+    f = failure(net.test_health_hca_firmware, spec, p, {**same, "hca/mlx5_1": "28.40.1000"})
+    assert f.subject == "hca/mlx5_1"
+    with pytest.raises(pytest.skip.Exception, match="no lock file entry"):
+        drv.test_health_gpu_firmware(None, spec, p, None)
+
+
+def test_verify_passes_the_lock_firmware_to_the_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner hands the lock file's firmware to the check session (`locked_firmware` fixture):
+    verify of a lab node whose lock records another VBIOS fails `health_gpu_firmware` naming it."""
+    from gpuctl.checks.runner import run_verify
+    from gpuctl.lock import NodeLock, build_lock, lock_firmware, write_lock
+
+    inv, env = _node(tmp_path)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    loaded = load_inventory(str(inv))
+    assert lock_firmware(loaded) is None
+    node = loaded.inventory.nodes[0].name
+    write_lock(build_lock(loaded, {node: NodeLock(firmware={"vbios/0": "96.00.61.00.01"})}),
+               inv.with_name(inv.stem + ".lock.yaml"))
+    assert lock_firmware(loaded) == {node: {"vbios/0": "96.00.61.00.01"}}
+    result = run_verify(loaded, roles=("nvidia_driver",))
+    checks = {c.check: c for c in result.hosts[node].checks}
+    fw = checks["nvidia_driver.health_gpu_firmware"]
+    assert fw.status.value == "fail" and "vbios/0" in fw.message and "96.00.61.00.01" in fw.message, fw
