@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
-from gpuctl.parsers.health import AER_KINDS, PciSysfs, parse_pci_sysfs
+from gpuctl.parsers.health import AER_KINDS, BOOT_ID_PATH, PciSysfs, parse_pci_sysfs
 from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
 from gpuctl.parsers.lspci import LspciResult, parse_lspci
@@ -83,7 +83,7 @@ def health_sysfs_script() -> str:
         "printf '\\n==> %s <==\\n' \"$d/device-path\"; readlink -f \"$d\";; esac; done; "
         "for i in /sys/class/infiniband/*; do [ -e \"$i\" ] || continue; printf '==> %s <==\\n' \"$i/device-link\"; "
         "readlink -f \"$i/device\" 2>/dev/null || echo; done; "
-        "tail -v -n +1 -- /sys/class/infiniband/*/fw_ver "
+        f"tail -v -n +1 -- {BOOT_ID_PATH} /sys/class/infiniband/*/fw_ver "
         + " ".join(f"/sys/class/infiniband/*/ports/*/counters/{c}" for c in ib_counter_files()) + " 2>/dev/null; exit 0"
     )
 

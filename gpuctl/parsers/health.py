@@ -24,6 +24,7 @@ from ._common import quote
 # ---------------------------------------------------------------- sysfs
 
 AER_KINDS: tuple[str, ...] = ("fatal", "nonfatal", "correctable")
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 #: PCI class codes read: 0x0300xx VGA / 0x0302xx 3D controller (GPUs), 0x0200xx Ethernet, 0x0207xx InfiniBand
 GPU_CLASSES = ("0x0300", "0x0302")
 NIC_CLASSES = ("0x0200", "0x0207")
@@ -70,6 +71,8 @@ class PciSysfs:
     rdma: Mapping[str, RdmaDevice]
     #: "mlx5_0/1" -> {counter: value}
     ib_counters: Mapping[str, Mapping[str, int]]
+    #: /proc/sys/kernel/random/boot_id: which boot the since-boot counters (AER, NVLink) count from
+    boot_id: str | None = None
 
 
 def _int_file(path: str, text: str) -> int:
@@ -100,8 +103,11 @@ def parse_pci_sysfs(files: Mapping[str, str]) -> PciSysfs:
     raw: dict[str, dict[str, str]] = {}
     rdma: dict[str, dict[str, str]] = {}
     counters: dict[str, dict[str, int]] = {}
+    boot_id = None
     for path, text in files.items():
-        if m := _PCI_FILE.match(path):
+        if path == BOOT_ID_PATH:
+            boot_id = text.strip() or None
+        elif m := _PCI_FILE.match(path):
             raw.setdefault(m.group(1), {})[m.group(2)] = text
         elif m := _IB_FILE.match(path):
             rdma.setdefault(m.group(1), {})[m.group(2)] = text.strip()
@@ -124,4 +130,4 @@ def parse_pci_sysfs(files: Mapping[str, str]) -> PciSysfs:
         link = f.get("device-link", "")
         tail = link.rstrip("/").rsplit("/", 1)[-1] if link else ""
         devices[name] = RdmaDevice(name, tail.lower() if _BDF.match(tail) else None, f.get("fw_ver") or None)
-    return PciSysfs(functions, devices, counters)
+    return PciSysfs(functions, devices, counters, boot_id)

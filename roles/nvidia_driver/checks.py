@@ -280,6 +280,19 @@ def _passive():
     return limits
 
 
+def _health_baseline(spec, probe):
+    """The last `gpuctl health` sample of this node as health compares with it (a reboot since:
+    since-boot counters from zero, `gpuctl.health.comparable_previous`); {} when there is none."""
+    import contextlib
+
+    from gpuctl.health import comparable_previous, load_previous
+
+    boot_id = None
+    with contextlib.suppress(CouldNotRun):
+        boot_id = probe.pci_sysfs().boot_id
+    return comparable_previous(load_previous(spec.cluster, spec.node) or {}, boot_id)
+
+
 def test_health_clock_events(host, spec, probe):
     """No HW slowdown, power brake or thermal clock-event reason on an idle GPU (busy GPUs are
     not judged) — `gpuctl.healthpolicy.judge_clock_events`, as `gpuctl health`."""
@@ -290,13 +303,11 @@ def test_health_nvlink_errors(host, spec, probe):
     """NVLink replay, recovery and CRC error counters per GPU and link as the change since the last
     `gpuctl health` sample (`gpuctl.healthpolicy.judge_nvlink_errors`); verify reads that sample,
     never writes it: without one the check is skipped, not passed."""
-    from gpuctl.health import load_previous
-
     if not (spec.hardware.gpu_count and spec.hardware.nvlink_topo_code):
         import pytest
 
         pytest.skip("no NVLink on this SKU")
-    previous = load_previous(spec.cluster, spec.node) or {}
+    previous = _health_baseline(spec, probe)
     judge_health(healthpolicy.judge_nvlink_errors(probe.nvlink_errors(), previous.get("nvlink_errors")))
 
 
@@ -309,9 +320,7 @@ def test_health_gpu_firmware(host, spec, probe, locked_firmware):
 def test_health_pcie_aer(host, spec, probe):
     """No fatal or non-fatal PCIe AER error on a GPU or NIC since boot; correctable ones judged as
     the change since the last `gpuctl health` sample (verify reads that sample, never writes it)."""
-    from gpuctl.health import load_previous
-
-    previous = load_previous(spec.cluster, spec.node) or {}
+    previous = _health_baseline(spec, probe)
     judge_health(healthpolicy.judge_aer(probe.pci_sysfs(), previous.get("aer_correctable")))
 
 

@@ -673,3 +673,72 @@ def test_verify_passes_the_lock_firmware_to_the_checks(tmp_path: Path, monkeypat
     checks = {c.check: c for c in result.hosts[node].checks}
     fw = checks["nvidia_driver.health_gpu_firmware"]
     assert fw.status.value == "fail" and "vbios/0" in fw.message and "96.00.61.00.01" in fw.message, fw
+
+
+# ---------------------------------------------------------------- counters: the baseline across runs (issue 19)
+
+BOOT_A, BOOT_B = "6f1c2e64-1b1a-4a43-9d6c-3f0f2d9e6a01", "0b7d9a55-88c2-4f0e-a0b5-8d1e8e1c2b02"
+
+
+def _counter_host(boot: str, aer: int, replay: int = 0, nvlink_rc: int = 0) -> _Host:
+    from tests.unit.checks_support import bundle
+
+    files = sysfs_files(correctable=aer)
+    files["/proc/sys/kernel/random/boot_id"] = boot + "\n"
+    host = _Host({"aer_dev": bundle(files), "nvidia-smi -q -x": _xml_8gpu(), "dmesg": "[ 1.0] Linux 6.1\n",
+                  "nvlink -e": _nvlink_e(replay=replay)})
+    if nvlink_rc:  # the tool fails this run: nvlink -e answers an NVML error
+        host.answers["nvlink -e"] = ""
+        real_run = host.run
+
+        def run(command: str, *args: str, **kwargs: object) -> SimpleNamespace:
+            if "nvlink -e" in command:
+                host.commands.append(command)
+                return SimpleNamespace(rc=nvlink_rc, stdout="Failed to initialize NVML: Unknown Error\n", stderr="")
+            return real_run(command, *args, **kwargs)
+        host.run = run  # type: ignore[method-assign]
+    return host
+
+
+def _counter_run(loaded, specs, hosts: dict[str, _Host]):
+    result = run_health(loaded, specs, host_for=lambda s: hosts[s.node], lock={})
+    return {n: {(f.check, f.status) for f in h.findings if f.check in ("pcie_aer", "nvlink_errors", "counters")}
+            for n, h in result.nodes.items()}, result
+
+
+def test_counter_baseline_is_kept_per_node_across_runs_and_reboots(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuctl.health import load_previous
+
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
+    loaded = load_inventory(str(Path(__file__).parents[1] / "data" / "inventories" / "lab-placeholder.yaml"))
+    specs = resolve(loaded, ())[:2]
+    a, b = specs[0].node, specs[1].node
+    # 1. first run: every counter a baseline, kept per node
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 5), b: _counter_host(BOOT_B, 7)})
+    assert seen[a] == seen[b] == {("pcie_aer", hp.NOT_JUDGED), ("nvlink_errors", hp.NOT_JUDGED)}
+    assert load_previous("lab", a)["aer_correctable"]["0000:18:00.0"] == 5
+    assert load_previous("lab", b)["aer_correctable"]["0000:18:00.0"] == 7
+    assert load_previous("lab", a)["boot_id"] == BOOT_A
+    # 2. node a's AER rises: judged against a's own baseline only
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 6), b: _counter_host(BOOT_B, 7)})
+    assert (hp.FAIL in {s for c, s in seen[a] if c == "pcie_aer"}) and ("pcie_aer", hp.FAIL) not in seen[b]
+    # 3. nvlink -e fails on a this run: its NVLink baseline survives (it was dropped before)
+    seen, res = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 6, nvlink_rc=255), b: _counter_host(BOOT_B, 7)})
+    assert "nvlink_errors" in res.nodes[a].could_not_run
+    assert "0/1/Replay Errors" in load_previous("lab", a)["nvlink_errors"]
+    # 4. the next run judges the rise since run 2, not a new baseline
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 6, replay=3), b: _counter_host(BOOT_B, 7)})
+    assert ("nvlink_errors", hp.WARN) in seen[a] and ("nvlink_errors", hp.NOT_JUDGED) not in seen[a]
+    # 5. b rebooted (new boot id) and counted 3 AER errors since: all of them came after the last
+    #    sample, judged from zero (a fall 7 → 3 was only a warning before)
+    seen, res = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 6, replay=3),
+                                             b: _counter_host(BOOT_A.replace("6f", "77"), 3)})
+    assert ("pcie_aer", hp.FAIL) in seen[b] and ("counters", hp.NOT_JUDGED) in seen[b]
+    assert any("rose by 3 (0 → 3)" in f.detail for f in res.nodes[b].findings), res.nodes[b].as_dict()
+    assert ("counters", hp.NOT_JUDGED) not in seen[a]
+    # 6. a counter cleared within the same boot (it fell): a warning, and the new value is the baseline
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 1, replay=3), b: _counter_host(BOOT_B, 7)})
+    assert ("pcie_aer", hp.WARN) in seen[a] and ("pcie_aer", hp.FAIL) not in seen[a]
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 1, replay=3), b: _counter_host(BOOT_B, 7)})
+    assert seen[a] == {("pcie_aer", hp.PASS), ("nvlink_errors", hp.PASS)}
