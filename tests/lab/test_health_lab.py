@@ -93,6 +93,8 @@ def test_health_healthy_then_each_fault_on_its_node_only(provisioned, lab, tmp_p
     write_lock(_lock(loaded, specs), lock_file)
     injected: list[str] = []
     try:
+        one = _health(loaded, specs[:1], record_property, "one_node")  # the wall time of one node alone
+        assert one.status == HEALTHY, one.as_dict()
         healthy = _health(loaded, specs, record_property, "healthy")  # also the counters' baseline
         assert healthy.status == HEALTHY, {n: h.as_dict() for n, h in healthy.nodes.items()}
         for name in (faulty, *others):
