@@ -69,7 +69,12 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("fabric_not_ready", "NVSwitch fabric State 'In Progress' on every GPU although the fabric manager runs"),
     Fault("vbios_differs", "this node's GPUs report another VBIOS version than their peers"),
     Fault("nvlink_errors", "NVLink replay and CRC errors rising on link 0 of one GPU (nvidia-smi nvlink -e)", True, 1),
+    Fault("acs_redirect", "ACS request/completion redirect on at the PCIe switch port above one GPU (lspci -vvv)",
+          True, 2),
+    Fault("pcie_aer", "one GPU's PCIe AER counters: 1 non-fatal, 40 correctable errors (sysfs aer_dev_*)", True, 4),
 )}
+#: faults seen on the PCI bus (the sysfs view of `gpuctl.lab.pcisim`, rebuilt when they change)
+PCI_VIEW_FAULTS: tuple[str, ...] = ("gpu_missing", "pcie_x8", "acs_redirect", "pcie_aer")
 
 Runner = Callable[[str], str]
 
@@ -113,7 +118,7 @@ def _rxe_netdev_sh() -> str:
 def _script(fault: Fault, gpu: int | None, clear: bool, profile_rate_gbps: float | None) -> str:
     name = fault.name
     gpu_word = f" gpu={gpu}" if gpu is not None else ""
-    if name in ("gpu_missing", "pcie_x8"):  # also seen on the PCI bus (sysfs), see gpuctl.lab.pcisim
+    if name in PCI_VIEW_FAULTS:  # seen on the PCI bus (sysfs, lspci), see gpuctl.lab.pcisim
         return (_record("" if clear else f"{name}{gpu_word}", name)
                 + f"if [ -f {SCRIPT_PATH} ]; then {refresh_command()}; fi\n")
     if name in ("nvlink_pairs", "ecc_uncorrectable", "row_remap_pending", "slow_nccl", "throttle", "gpu_busy",
