@@ -39,7 +39,7 @@ from gpuctl.checks.sshconfig import render_ssh_config
 from gpuctl.errors import GpuctlError, InputError
 from gpuctl.fileio import load_json, private_dir, write_private
 from gpuctl.inventory import LoadedInventory
-from gpuctl.lock import load_lock, lock_path
+from gpuctl.lock import lock_firmware
 from gpuctl.paths import state_dir
 from gpuctl.runrecord import now_iso
 from gpuctl.spec import NodeSpec
@@ -145,32 +145,40 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
     nvlink = bool(spec.hardware.gpu_count and spec.hardware.nvlink_topo_code)
     steps: list[Callable[[], Any]] = [probe.pci_sysfs]
     if spec.hardware.gpu_count:
-        steps += [probe.clock_events] + ([probe.gpus] if spec.hardware.nvswitch else []) \
-            + ([probe.nvlink_errors] if nvlink else [])
+        # one `nvidia-smi -q -x` per node: clock events, load, VBIOS and fabric state are read from it
+        steps += [probe.gpus] + ([probe.nvlink_errors] if nvlink else [])
     _fetch_at_once(steps)
     sku = load_sku(spec.sku)
     if spec.hardware.gpu_count:
         def clocks() -> list[hp.HealthFinding]:
-            rows = probe.clock_events()
-            out.firmware.update({f"vbios/{g.index}": g.vbios for g in rows if g.vbios})
-            return hp.judge_clock_events(rows, limits)
+            gpus = probe.gpus().gpus
+            out.firmware.update(hp.gpu_firmware(gpus))
+            return hp.judge_clock_events(gpus, limits)
         _attempt(out, "clock_events", clocks)
         if spec.hardware.nvswitch:
             _attempt(out, "nvswitch_fabric", lambda: hp.judge_fabric(probe.gpus().gpus, sku))
+    boot_id = None
+    with contextlib.suppress(CouldNotRun):
+        boot_id = probe.pci_sysfs().boot_id
+    base = comparable_previous(previous, boot_id)
+    if boot_id:
+        out.sample["boot_id"] = boot_id
+    if base is not previous:
+        out.findings.append(hp.HealthFinding("counters", "node", hp.NOT_JUDGED, REBOOTED))
     if nvlink:
         def nvlink_errors() -> list[hp.HealthFinding]:
             result = probe.nvlink_errors()
             out.sample["nvlink_errors"] = hp.nvlink_error_keep(result)
-            return hp.judge_nvlink_errors(result, previous.get("nvlink_errors"))
+            return hp.judge_nvlink_errors(result, base.get("nvlink_errors"))
         _attempt(out, "nvlink_errors", nvlink_errors)
 
     def sysfs_checks() -> list[hp.HealthFinding]:
         sysfs = probe.pci_sysfs()
-        out.firmware.update({f"hca/{d.name}": d.fw_ver for d in sysfs.rdma.values() if d.fw_ver})
+        out.firmware.update(hp.hca_firmware(sysfs))
         out.sample.update({"aer_correctable": hp.aer_correctable(sysfs),
                            "ib_counters": {p: dict(c) for p, c in sysfs.ib_counters.items()}})
-        found = hp.judge_aer(sysfs, previous.get("aer_correctable"))
-        found += hp.judge_ib_counters(sysfs, previous.get("ib_counters"))
+        found = hp.judge_aer(sysfs, base.get("aer_correctable"))
+        found += hp.judge_ib_counters(sysfs, base.get("ib_counters"))
         if spec.fabric.type != "none" and not sysfs.ib_counters:
             found.append(hp.HealthFinding("ib_counters", "node", hp.NOT_JUDGED,
                                           "not judged: no port error counters under /sys/class/infiniband"))
@@ -201,6 +209,31 @@ def _fetch_at_once(steps: Sequence[Callable[[], Any]]) -> None:
 
 
 # ---------------------------------------------------------------- state (previous samples)
+
+#: the kept counters that count since boot (or since the driver loaded, which a boot implies):
+#: PCIe AER (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats) and `nvidia-smi nvlink -e`.
+#: IB port counters live in the HCA and are not known to reset at a reboot: they keep the rule of a
+#: fall (reset between the samples: warned, not judged).
+SINCE_BOOT: tuple[str, ...] = ("aer_correctable", "nvlink_errors")
+REBOOTED = ("rebooted since the previous sample (boot id changed): the since-boot counters (PCIe AER, NVLink) "
+            "are judged from zero, every error they count came after that sample")
+
+
+def comparable_previous(previous: Mapping[str, Any], boot_id: str | None) -> Mapping[str, Any]:
+    """The previous sample as the baseline for this one: when the node rebooted since it (boot id
+    changed) the since-boot counters start again from zero, so each kept counter of `SINCE_BOOT`
+    is compared with 0 — a counter that fell is then a rise from zero, not a warning, and a counter
+    that rose past its old value counts in full. Returns `previous` itself when nothing changed."""
+    before = previous.get("boot_id")
+    if not (boot_id and before and before != boot_id):
+        return previous
+    out = dict(previous)
+    for key in SINCE_BOOT:
+        kept = previous.get(key)
+        if isinstance(kept, dict):
+            out[key] = dict.fromkeys(kept, 0)
+    return out
+
 
 def state_file(cluster: str, node: str) -> Path:
     return state_dir() / "health" / cluster / f"{node}.json"
@@ -267,7 +300,7 @@ def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: P
     health = load_health()
     cluster = loaded.inventory.cluster.name
     if lock is None:
-        lock = _lock_firmware(loaded)
+        lock = lock_firmware(loaded)
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="gpuctl-h-", dir="/tmp"))
     results: dict[str, NodeHealth] = {}
@@ -322,13 +355,9 @@ def run_health(loaded: LoadedInventory, specs: Sequence[NodeSpec], *, raw_dir: P
     if keep_state:
         for name, r in ordered.items():
             if r.sample:
-                save_sample(cluster, name, r.sample)
+                # a family this run could not read (a tool that failed) keeps its previous baseline
+                # (since-boot counters of another boot as zeros: `comparable_previous`)
+                before = comparable_previous(load_previous(cluster, name) or {}, r.sample.get("boot_id"))
+                kept = {k: v for k, v in before.items() if k != "taken_at"}
+                save_sample(cluster, name, {**kept, **r.sample})
     return HealthResult(ordered, time.monotonic() - start)
-
-
-def _lock_firmware(loaded: LoadedInventory) -> dict[str, dict[str, str]] | None:
-    path = lock_path(loaded.path)
-    if not path.is_file():
-        return None
-    lock = load_lock(path)
-    return {n: dict(e.firmware) for n, e in lock.nodes.items()}

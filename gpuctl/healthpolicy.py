@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 
 from gpuctl import verdicts as vd
 from gpuctl.catalog import Health, PassiveLimits, PathLimit, Sku, load_health
-from gpuctl.parsers.health import GpuClockEvents, PciSysfs
+from gpuctl.parsers.health import PciSysfs
 from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.lspci import LspciResult
-from gpuctl.parsers.nvidia_smi import CLOCK_EVENT_NAMES, GpuInfo
+from gpuctl.parsers.nvidia_smi import GpuInfo
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
@@ -74,28 +74,40 @@ def from_verdicts(check: str, verdicts: Sequence[vd.Verdict]) -> list[HealthFind
 
 # ---------------------------------------------------------------- 1. clock events
 
-def judge_clock_events(rows: Sequence[GpuClockEvents], limits: PassiveLimits) -> list[HealthFinding]:
-    """Clock-event reasons of the --query-gpu CSV, judged on a load-free GPU only (a busy one,
-    above the load-free limit, is not judged; a driver printing [N/A] for every reason neither);
-    which reasons are faults is `gpuctl.verdicts.judge_clock_event_reasons`, the rule analyze
-    applies to nvidia-smi -q."""
+def judge_clock_events(gpus: Sequence[GpuInfo], limits: PassiveLimits) -> list[HealthFinding]:
+    """Clock-event reasons of each GPU (`nvidia-smi -q -x`, the report verify reads anyway), judged
+    on a load-free GPU only (a busy one, above the load-free limit, is not judged; a driver that
+    prints no reason, or N/A for every one, neither); which reasons are faults is
+    `gpuctl.verdicts.judge_clock_event_reasons`, the rule analyze applies to nvidia-smi -q."""
     limit = limits.idle_max_utilization_pct
     out = []
-    for g in rows:
-        if g.utilization_pct is None or g.utilization_pct > limit.value:
-            load = "unknown" if g.utilization_pct is None else f"{g.utilization_pct:g} %"
+    for g in gpus:
+        util = g.utilization_gpu_pct
+        if util is None or util > limit.value:
+            load = "unknown" if util is None else f"{util:g} %"
             out.append(HealthFinding("clock_events", g.label, NOT_JUDGED, f"not judged: GPU busy (utilization {load}, "
                                      f"load-free is ≤ {limit.value:g} %)", found=load, source=limit.source))
             continue
-        if all(v is None for v in g.reasons.values()):
+        if not g.clock_events:
             out.append(HealthFinding("clock_events", g.label, NOT_JUDGED,
-                                     "not judged: the driver reports no clock-event reasons ([N/A])"))
+                                     "not judged: the driver reports no clock-event reasons (N/A)"))
             continue
-        active = [CLOCK_EVENT_NAMES.get(r, r) for r, on in g.reasons.items() if on]
+        active = [name for name, on in g.clock_events if on]
         found = from_verdicts("clock_events", vd.judge_clock_event_reasons(active, vd.Subject(gpu=g.index,
                                                                                                bus_id=g.bus_id)))
-        out += [replace(f, detail=f"{f.detail} (idle: {g.utilization_pct:g} % utilization)") for f in found]
+        out += [replace(f, detail=f"{f.detail} (idle: {util:g} % utilization)") for f in found]
     return out
+
+
+def gpu_firmware(gpus: Sequence[GpuInfo]) -> dict[str, str]:
+    """The GPUs' VBIOS versions as firmware items ({"vbios/0": "96.00.74.00.01"}), read from the
+    same `nvidia-smi -q -x` as the clock events and the fabric (one reading per fact)."""
+    return {f"vbios/{g.index}": g.vbios_version for g in gpus if g.vbios_version}
+
+
+def hca_firmware(sysfs: PciSysfs) -> dict[str, str]:
+    """The RDMA devices' firmware (`/sys/class/infiniband/*/fw_ver`) as firmware items ({"hca/mlx5_0": …})."""
+    return {f"hca/{d.name}": d.fw_ver for d in sysfs.rdma.values() if d.fw_ver}
 
 
 # ---------------------------------------------------------------- 2. NVSwitch fabric

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from gpuctl.healthpolicy import judge_firmware
 from gpuctl.spec import NodeSpec
 
 from .model import CheckFailure, CouldNotRun, Remediation
@@ -38,6 +39,7 @@ __all__ = [
     "expect",
     "fail",
     "for_each",
+    "judge_firmware_lock",
     "judge_health",
     "judge_verdicts",
     "modules_of",
@@ -109,6 +111,19 @@ def judge_verdicts(verdicts: Sequence[Any], *, expected: Callable[[Any], str], f
     if not any(v.status == "pass" for v in verdicts):
         why = "; ".join(dict.fromkeys(v.message for v in verdicts)) or "no verdict"
         raise CouldNotRun(f"nothing judged: {why}")  # nothing validated is never a pass
+
+
+def judge_firmware_lock(spec: Any, found: dict[str, str], locked: dict[str, str] | None) -> None:
+    """Verify's side of the firmware check (`gpuctl.healthpolicy.judge_firmware`, as `gpuctl
+    health`): this node's firmware items against its entry in the lock file; skipped, never
+    passed, without a lock entry (peers are compared by `gpuctl health`, which sees every node)."""
+    if not found:
+        raise CouldNotRun("no firmware version read on this node")
+    if locked is None:
+        import pytest
+
+        pytest.skip("not judged: no lock file entry for this node (`gpuctl lock` records the firmware)")
+    judge_health(judge_firmware({spec.node: found}, {spec.node: locked}))
 
 
 def _role_components(role: str) -> list[str]:

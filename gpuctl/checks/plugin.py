@@ -43,11 +43,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run each host's commands up front, this many hosts at a time (0: on demand)")
     group.addoption("--gpuctl-timeout", dest="gpuctl_timeout", type=int, default=120,
                     help="seconds one remote command may take")
+    group.addoption("--gpuctl-lock-firmware", dest="gpuctl_lock_firmware",
+                    help="JSON file: node name -> firmware the lock file records (null: no lock file)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpuctl_none: a per-item check with no items on any host")
     config._gpuctl_specs = _load_specs(config.getoption("gpuctl_specs"))  # type: ignore[attr-defined]
+    path = config.getoption("gpuctl_lock_firmware", None)
+    config._gpuctl_lock_firmware = json.loads(Path(path).read_text()) if path else None  # type: ignore[attr-defined]
 
 
 def _load_specs(path: str | None) -> dict[str, NodeSpec]:
@@ -90,6 +94,15 @@ def spec(request: pytest.FixtureRequest, host: Any) -> NodeSpec:
     if s is None:
         raise CouldNotRun(f"no NodeSpec for host {name!r} (known: {', '.join(specs_of(request.config)) or 'none'})")
     return s
+
+
+@pytest.fixture(scope="module")
+def locked_firmware(request: pytest.FixtureRequest, spec: NodeSpec) -> dict[str, str] | None:
+    """The firmware the lock file records for this node ({"vbios/0": …}); None without a lock
+    file or an entry for the node."""
+    lock = getattr(request.config, "_gpuctl_lock_firmware", None)
+    entry = lock.get(spec.node) if isinstance(lock, dict) else None
+    return dict(entry) if isinstance(entry, dict) else None
 
 
 @pytest.fixture(scope="module")

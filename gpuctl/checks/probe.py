@@ -27,15 +27,7 @@ from gpuctl.catalog import load_health
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 from gpuctl.parsers.files import parse_tail_bundle
-from gpuctl.parsers.health import (
-    AER_KINDS,
-    REASON_PREFIXES,
-    GpuClockEvents,
-    PciSysfs,
-    parse_clock_events_csv,
-    parse_pci_sysfs,
-    query_fields,
-)
+from gpuctl.parsers.health import AER_KINDS, BOOT_ID_PATH, PciSysfs, parse_pci_sysfs
 from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.ibstat import IbstatResult, parse_ibstat
 from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
@@ -114,7 +106,7 @@ def health_sysfs_script() -> str:
         "printf '\\n==> %s <==\\n' \"$d/device-path\"; readlink -f \"$d\";; esac; done; "
         "for i in /sys/class/infiniband/*; do [ -e \"$i\" ] || continue; printf '==> %s <==\\n' \"$i/device-link\"; "
         "readlink -f \"$i/device\" 2>/dev/null || echo; done; "
-        "tail -v -n +1 -- /sys/class/infiniband/*/fw_ver "
+        f"tail -v -n +1 -- {BOOT_ID_PATH} /sys/class/infiniband/*/fw_ver "
         + " ".join(f"/sys/class/infiniband/*/ports/*/counters/{c}" for c in ib_counter_files()) + " 2>/dev/null; exit 0"
     )
 
@@ -376,30 +368,6 @@ class Probe:
 
     # ------------------------------------------------------------ passive health (gpuctl.healthpolicy)
 
-    def clock_events(self) -> tuple[GpuClockEvents, ...]:
-        """Load, VBIOS and clock-event reasons per GPU: `nvidia-smi --query-gpu` with the
-        clocks_event_reasons.* names, else (a driver that does not know them) the older
-        clocks_throttle_reasons.* names."""
-        def build() -> tuple[GpuClockEvents, ...]:
-            last = None
-            for prefix in REASON_PREFIXES:
-                fields = query_fields(prefix)
-                command = f"nvidia-smi --query-gpu={','.join(fields)} --format=csv,noheader,nounits"
-                out = self.output(f"nvidia-smi-{prefix}", command, tool="nvidia-smi", ok_rc=range(0, 256))
-                if out.rc == 0:
-                    return parse_clock_events_csv(out.stdout, fields)
-                last = out
-                if "is not a valid field" not in out.stdout + out.stderr:
-                    break
-            assert last is not None
-            try:
-                _check_failure(last.stdout + "\n" + last.stderr)
-            except NvidiaSmiFailure as exc:
-                raise CouldNotRun(f"nvidia-smi cannot read the GPUs ({exc.kind})", nvml_remediation(exc)) from None
-            text = (last.stderr.strip() or last.stdout.strip()).splitlines()
-            raise CouldNotRun(f"`{last.command}` exited {last.rc}: {text[-1] if text else 'no output'}")
-        return self.parsed("clock_events", build)
-
     def nvlink_errors(self) -> NvlinkErrorsResult:
         """`nvidia-smi nvlink -e`: per GPU and link, the NVLink error counters (since the driver loaded)."""
         def build() -> NvlinkErrorsResult:
@@ -488,8 +456,9 @@ class Probe:
         if self.spec.services:
             steps.append(("units", self.units))
         if "nvidia_driver" in wanted:
-            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log),
-                      ("clock_events", self.clock_events)]
+            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log)]
+            if self.spec.hardware.gpu_count and self.spec.hardware.nvlink_topo_code:
+                steps.append(("nvlink_errors", self.nvlink_errors))
         if wanted & {"nvidia_driver", "network"}:
             steps.append(("pci_sysfs", self.pci_sysfs))
         if wanted & {"network", "nccl"}:

@@ -24,6 +24,7 @@ import pytest
 
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.inventory import LoadedInventory
+from gpuctl.lock.model import lock_firmware
 from gpuctl.paths import roles_dir
 from gpuctl.runner.logroute import engine_logs_to
 from gpuctl.runrecord import RunRecord
@@ -190,6 +191,8 @@ def run_verify(
         import json
 
         (work / "specs.json").write_text(json.dumps({s.node: s.model_dump(mode="json") for s in specs}))
+        # the firmware the lock file records per node (verify's firmware checks judge against it)
+        (work / "lock-firmware.json").write_text(json.dumps(lock_firmware(loaded)))
         key, known_hosts, strict, connect_timeout = _inventory_ssh(loaded)
         ssh_config = work / "ssh_config"
         ssh_config.write_text(render_ssh_config(specs, key=key, known_hosts=known_hosts, strict_host_keys=strict,
@@ -207,6 +210,7 @@ def run_verify(
             *NO_PLUGINS,
             f"--hosts={hosts}", f"--ssh-config={ssh_config}",
             f"--gpuctl-specs={work / 'specs.json'}", f"--gpuctl-raw-dir={raw}", f"--gpuctl-timeout={timeout_s}",
+            f"--gpuctl-lock-firmware={work / 'lock-firmware.json'}",
             "-q", "-rN", "--tb=line", "-o", "console_output_style=classic",
         ]
         if mode == MODE_XDIST and parallel > 1:

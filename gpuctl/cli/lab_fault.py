@@ -9,9 +9,10 @@ from __future__ import annotations
 import click
 
 from gpuctl.cli.common import console, emit_json, handle_errors, json_option
+from gpuctl.lab.standin.faults import FAULTS
 
-_FAULT_HELP = ("gpu_missing, pcie_x8, nvlink_pairs, ib_port_down, ib_rate_200, ecc_uncorrectable, "
-               "row_remap_pending, xid_79, fm_down, driver_mismatch, slow_nccl, raid_degraded, slow_link")
+#: the faults as `gpuctl.lab.standin.faults.FAULTS` declares them (the one list)
+_FAULT_HELP = ", ".join(FAULTS)
 
 
 @click.command("fault")

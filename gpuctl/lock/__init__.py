@@ -52,6 +52,7 @@ from gpuctl.lock.model import (
     build_lock,
     dump_lock,
     load_lock,
+    lock_firmware,
     lock_path,
     now_iso,
     parse_lock,
@@ -73,6 +74,7 @@ __all__ = [
     "LOCK_VERSION", "MANAGED_FILES", "READ_TIMEOUT_S", "Drift", "DriftReport", "FileRef", "LockFile", "LockOutcome",
     "LockedPackage", "ManagedFile", "MatrixRef", "NodeLock", "ReadResult", "RebuildOutcome", "build_lock",
     "component_packages", "consensus_entry", "diff", "diff_entry", "diff_peers", "drift", "dump_lock", "flatten",
-    "load_lock", "lock", "lock_path", "managed_files", "now_iso", "parse_lock", "parse_read", "per_node_file",
-    "pin_from_lock", "pins_changed", "read_nodes", "read_script", "rebuild", "train_env_python", "write_lock",
+    "load_lock", "lock", "lock_firmware", "lock_path", "managed_files", "now_iso", "parse_lock", "parse_read",
+    "per_node_file", "pin_from_lock", "pins_changed", "read_nodes", "read_script", "rebuild", "train_env_python",
+    "write_lock",
 ]

@@ -137,3 +137,12 @@ def load_lock(path: str | Path) -> LockFile:
     if not p.exists():
         raise InputError(f"{p}: no lock file; run `gpuctl lock` first")
     return parse_lock(read_text(p, what="lock file"), str(p))
+
+
+def lock_firmware(loaded: LoadedInventory) -> dict[str, dict[str, str]] | None:
+    """The firmware recorded per node in the inventory's lock file ({node: {"vbios/0": …}}), or
+    None when there is no lock file (what `gpuctl health` and verify's firmware checks judge against)."""
+    path = lock_path(loaded.path)
+    if not path.is_file():
+        return None
+    return {n: dict(e.firmware) for n, e in load_lock(path).nodes.items()}

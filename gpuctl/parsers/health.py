@@ -1,14 +1,12 @@
 """Parsers of the passive health checks' remote outputs (`gpuctl health`, verify's health checks).
 
-- `parse_clock_events_csv`: `nvidia-smi --query-gpu=index,pci.bus_id,utilization.gpu,vbios_version,
-  clocks_event_reasons.hw_slowdown,…  --format=csv,noheader,nounits` (older drivers name the reasons
-  `clocks_throttle_reasons.*`; both read the same way);
 - `parse_pci_sysfs`: the sysfs files of the GPUs' and NICs' PCI functions and of the RDMA devices
   (`class`, `vendor`, `numa_node`, `aer_dev_{fatal,nonfatal,correctable}`, `fw_ver`, the port error
   counters the caller asked for: `gpuctl.checks.probe.health_sysfs_script`), as {path: text} (the
   `tail -n +1` bundle, split by `gpuctl.parsers.files`).
 
-`lspci -vvv` (ACS) is read by `gpuctl.parsers.lspci`, the Fabric section by `gpuctl.parsers.nvidia_smi`.
+`lspci -vvv` (ACS) is read by `gpuctl.parsers.lspci`; the clock-event reasons, load, VBIOS and Fabric
+section by `gpuctl.parsers.nvidia_smi` (`nvidia-smi -q -x`, one reading for all of them).
 
 Pure functions: text in, frozen dataclasses out; ParseError quoting the bad input.
 """
@@ -21,93 +19,12 @@ from dataclasses import dataclass, field
 
 from gpuctl.errors import ParseError
 
-from ._common import quote, require_text
-
-TOOL = "nvidia-smi"
-
-#: the throttle ("clock event") reasons judged on an idle GPU, by their short names
-REASONS: tuple[str, ...] = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
-#: the fields asked for before the reasons (index, bus id, load, VBIOS: read once for two checks)
-LEAD_FIELDS: tuple[str, ...] = ("index", "pci.bus_id", "utilization.gpu", "vbios_version")
-#: drivers >= 535 name them clocks_event_reasons.*; older ones clocks_throttle_reasons.* (both accepted
-#: by 535-550; the throttle names are deprecated), nvidia-smi --help-query-gpu
-REASON_PREFIXES: tuple[str, ...] = ("clocks_event_reasons", "clocks_throttle_reasons")
-
-
-def query_fields(prefix: str) -> tuple[str, ...]:
-    return LEAD_FIELDS + tuple(f"{prefix}.{r}" for r in REASONS)
-
-
-@dataclass(frozen=True)
-class GpuClockEvents:
-    """One GPU's load and active clock-event reasons (None: '[N/A]' / '[Not Supported]')."""
-
-    index: int
-    bus_id: str
-    utilization_pct: float | None
-    vbios: str | None
-    reasons: Mapping[str, bool | None]
-
-    @property
-    def label(self) -> str:
-        return f"GPU {self.index} ({self.bus_id})"
-
-    @property
-    def active(self) -> list[str]:
-        return [r for r in REASONS if self.reasons.get(r)]
-
-
-_NA = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", ""}
-# "Active" / "Not Active" (nvidia-smi --query-gpu clocks_event_reasons.*)
-_ACTIVE = {"Active": True, "Not Active": False}
-
-
-def parse_clock_events_csv(text: str, fields: tuple[str, ...] | None = None) -> tuple[GpuClockEvents, ...]:
-    """One row per GPU of the `--query-gpu` CSV (no header, no units), fields as `query_fields()`."""
-    fields = fields or query_fields(REASON_PREFIXES[0])
-    body = require_text(text, TOOL)
-    rows = []
-    for n, line in enumerate(body.splitlines(), 1):
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(fields):
-            raise ParseError(f"{TOOL} --query-gpu: line {n} has {len(cells)} fields, expected {len(fields)} "
-                             f"({', '.join(fields)}): {quote(line)}")
-        row = dict(zip(fields, cells, strict=True))
-        try:
-            index = int(row["index"])
-        except ValueError:
-            raise ParseError(f"{TOOL} --query-gpu: line {n}: index {row['index']!r} is not a number") from None
-        util_raw = row["utilization.gpu"].removesuffix("%").strip()
-        util: float | None = None
-        if util_raw not in _NA:
-            try:
-                util = float(util_raw)
-            except ValueError:
-                raise ParseError(f"{TOOL} --query-gpu: line {n}: utilization.gpu {util_raw!r} is not a number") \
-                    from None
-        reasons: dict[str, bool | None] = {}
-        for name, value in row.items():
-            if "." not in name or not name.startswith(REASON_PREFIXES):
-                continue
-            short = name.split(".", 1)[1]
-            if value in _NA:
-                reasons[short] = None
-            elif value in _ACTIVE:
-                reasons[short] = _ACTIVE[value]
-            else:
-                raise ParseError(f"{TOOL} --query-gpu: line {n}: {name} is {value!r}, expected Active or Not Active")
-        vbios = row.get("vbios_version")
-        rows.append(GpuClockEvents(index, row["pci.bus_id"], util, None if vbios in _NA else vbios, reasons))
-    if not rows:
-        raise ParseError(f"{TOOL} --query-gpu: no GPU rows")
-    return tuple(rows)
-
+from ._common import quote
 
 # ---------------------------------------------------------------- sysfs
 
 AER_KINDS: tuple[str, ...] = ("fatal", "nonfatal", "correctable")
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 #: PCI class codes read: 0x0300xx VGA / 0x0302xx 3D controller (GPUs), 0x0200xx Ethernet, 0x0207xx InfiniBand
 GPU_CLASSES = ("0x0300", "0x0302")
 NIC_CLASSES = ("0x0200", "0x0207")
@@ -154,6 +71,8 @@ class PciSysfs:
     rdma: Mapping[str, RdmaDevice]
     #: "mlx5_0/1" -> {counter: value}
     ib_counters: Mapping[str, Mapping[str, int]]
+    #: /proc/sys/kernel/random/boot_id: which boot the since-boot counters (AER, NVLink) count from
+    boot_id: str | None = None
 
 
 def _int_file(path: str, text: str) -> int:
@@ -184,8 +103,11 @@ def parse_pci_sysfs(files: Mapping[str, str]) -> PciSysfs:
     raw: dict[str, dict[str, str]] = {}
     rdma: dict[str, dict[str, str]] = {}
     counters: dict[str, dict[str, int]] = {}
+    boot_id = None
     for path, text in files.items():
-        if m := _PCI_FILE.match(path):
+        if path == BOOT_ID_PATH:
+            boot_id = text.strip() or None
+        elif m := _PCI_FILE.match(path):
             raw.setdefault(m.group(1), {})[m.group(2)] = text
         elif m := _IB_FILE.match(path):
             rdma.setdefault(m.group(1), {})[m.group(2)] = text.strip()
@@ -208,4 +130,4 @@ def parse_pci_sysfs(files: Mapping[str, str]) -> PciSysfs:
         link = f.get("device-link", "")
         tail = link.rstrip("/").rsplit("/", 1)[-1] if link else ""
         devices[name] = RdmaDevice(name, tail.lower() if _BDF.match(tail) else None, f.get("fw_ver") or None)
-    return PciSysfs(functions, devices, counters)
+    return PciSysfs(functions, devices, counters, boot_id)

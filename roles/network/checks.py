@@ -19,6 +19,7 @@ from gpuctl.checks.api import (
     expect,
     fail,
     for_each,
+    judge_firmware_lock,
     judge_health,
     judge_verdicts,
     modules_of,
@@ -165,3 +166,11 @@ def test_health_ib_counters(host, spec, probe):
         pytest.skip("no fabric")
     previous = load_previous(spec.cluster, spec.node) or {}
     judge_health(healthpolicy.judge_ib_counters(probe.pci_sysfs(), previous.get("ib_counters")))
+
+
+def test_health_hca_firmware(host, spec, probe, locked_firmware):
+    """Every HCA's firmware (sysfs fw_ver) as the lock file records it for this node
+    (`gpuctl.healthpolicy.judge_firmware`, as `gpuctl health`); skipped without a lock entry."""
+    if spec.fabric.type == "none":
+        pytest.skip("no fabric")
+    judge_firmware_lock(spec, healthpolicy.hca_firmware(probe.pci_sysfs()), locked_firmware)

@@ -8,6 +8,7 @@ and one kernel log per host feed every check here.
 
 from __future__ import annotations
 
+import contextlib
 from itertools import combinations
 
 from gpuctl import healthpolicy
@@ -22,6 +23,7 @@ from gpuctl.checks.api import (
     expect,
     fail,
     for_each,
+    judge_firmware_lock,
     judge_health,
     judge_verdicts,
     modules_of,
@@ -29,7 +31,7 @@ from gpuctl.checks.api import (
     services_of,
 )
 from gpuctl.checks.probe import Probe, nvml_remediation
-from gpuctl.health import load_previous
+from gpuctl.health import comparable_previous, load_previous
 from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiFailure
 from gpuctl.spec import NodeSpec
 from gpuctl.verdicts import (
@@ -282,17 +284,43 @@ def _passive():
     return limits
 
 
+def _health_baseline(spec, probe):
+    """The last `gpuctl health` sample of this node as health compares with it (a reboot since:
+    since-boot counters from zero, `gpuctl.health.comparable_previous`); {} when there is none."""
+    boot_id = None
+    with contextlib.suppress(CouldNotRun):
+        boot_id = probe.pci_sysfs().boot_id
+    return comparable_previous(load_previous(spec.cluster, spec.node) or {}, boot_id)
+
+
 def test_health_clock_events(host, spec, probe):
     """No HW slowdown, power brake or thermal clock-event reason on an idle GPU (busy GPUs are
     not judged) — `gpuctl.healthpolicy.judge_clock_events`, as `gpuctl health`."""
-    judge_health(healthpolicy.judge_clock_events(probe.clock_events(), _passive()))
+    judge_health(healthpolicy.judge_clock_events(probe.gpus().gpus, _passive()))
+
+
+def test_health_nvlink_errors(host, spec, probe):
+    """NVLink replay, recovery and CRC error counters per GPU and link as the change since the last
+    `gpuctl health` sample (`gpuctl.healthpolicy.judge_nvlink_errors`); verify reads that sample,
+    never writes it: without one the check is skipped, not passed."""
+    if not (spec.hardware.gpu_count and spec.hardware.nvlink_topo_code):
+        import pytest
+
+        pytest.skip("no NVLink on this SKU")
+    previous = _health_baseline(spec, probe)
+    judge_health(healthpolicy.judge_nvlink_errors(probe.nvlink_errors(), previous.get("nvlink_errors")))
+
+
+def test_health_gpu_firmware(host, spec, probe, locked_firmware):
+    """Every GPU's VBIOS as the lock file records it for this node (`gpuctl.healthpolicy.judge_firmware`,
+    read from the same `nvidia-smi -q -x`); skipped without a lock entry."""
+    judge_firmware_lock(spec, healthpolicy.gpu_firmware(probe.gpus().gpus), locked_firmware)
 
 
 def test_health_pcie_aer(host, spec, probe):
     """No fatal or non-fatal PCIe AER error on a GPU or NIC since boot; correctable ones judged as
     the change since the last `gpuctl health` sample (verify reads that sample, never writes it)."""
-
-    previous = load_previous(spec.cluster, spec.node) or {}
+    previous = _health_baseline(spec, probe)
     judge_health(healthpolicy.judge_aer(probe.pci_sysfs(), previous.get("aer_correctable")))
 
 

@@ -40,8 +40,10 @@ def expected_lab_ids(spec) -> set[str]:
     ids |= {f"nvidia_driver.nvlink_pair[gpu{a}-gpu{b}]" for a, b in combinations(range(8), 2)}
     ids |= {"nvidia_driver." + c for c in ("nvml_readable", "driver_versions_agree", "driver_version", "gpu_count",
                                           "no_fatal_xid", "health_clock_events", "health_pcie_aer",
-                                          "health_gpu_nic_numa", "health_pcie_acs")}
-    ids |= {"fabricmanager.health_nvswitch_fabric", "network.health_ib_counters"}  # issue 19 passive checks
+                                          "health_gpu_nic_numa", "health_pcie_acs", "health_nvlink_errors",
+                                          "health_gpu_firmware")}
+    ids |= {"fabricmanager.health_nvswitch_fabric", "network.health_ib_counters",  # issue 19 passive checks
+            "network.health_hca_firmware"}
     ids |= {"nvidia_driver.module_loaded[nvidia]", "nvidia_driver.module_loaded[nvidia_uvm]",
             "nvidia_driver.service_active[nvidia-persistenced]", "fabricmanager.service_active[nvidia-fabricmanager]",
             "dcgm.service_active[nvidia-dcgm]", "peermem.module_loaded[nvidia_peermem]", "gds.module_loaded[nvidia_fs]"}

@@ -24,7 +24,7 @@ from gpuctl.errors import ParseError
 from gpuctl.health import COULD_NOT_RUN, HEALTHY, UNHEALTHY, NodeHealth, run_health
 from gpuctl.inventory import load_inventory
 from gpuctl.parsers.files import parse_tail_bundle
-from gpuctl.parsers.health import parse_clock_events_csv, parse_pci_sysfs, query_fields
+from gpuctl.parsers.health import parse_pci_sysfs
 from gpuctl.parsers.lspci import parse_lspci
 from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q, parse_nvidia_smi_xml
 from gpuctl.parsers.nvlink_errors import parse_nvlink_errors
@@ -34,51 +34,63 @@ from gpuctl.spec import resolve
 from tests.unit.lab_local import FIX, LABHW, standin_node
 
 LIMITS = load_health().passive
-NEW = query_fields("clocks_event_reasons")
-OLD = query_fields("clocks_throttle_reasons")
 DRAIN = re.compile(r"^gpuctl: (?P<check>[a-z_]+): (?P<subject>[^:]+(?::[^ :][^:]*)*?): (?P<detail>.+) → "
                    r"(?P<remediation>[a-z_]+)$")
 
-# shaped like `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` on an idle 8-GPU H100
-CLOCKS_IDLE = """\
-0, 00000000:18:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, Not Active
-1, 00000000:2A:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, Not Active
-"""
+# real recorded outputs (tests/data/fixtures/nvidia_smi/SOURCES.md): an 8-GPU H100 `nvidia-smi -q`
+# (535.183, gpud) whose idle GPU 2 has HW Power Brake and SW Thermal Slowdown active, the others Idle; a one-GPU
+# H200 `nvidia-smi -q -x` (580.159), idle
+REAL_Q = (FIX / "nvidia_smi" / "nvidia-smi-q-h100-8gpu-535.183.txt").read_text()
+REAL_XML = (FIX / "nvidia_smi" / "nvidia-smi-q-x-h200-1gpu-580.159-real.xml").read_text()
 
 
-# ---------------------------------------------------------------- 1. clock events
+# ---------------------------------------------------------------- 1. clock events (read from nvidia-smi -q -x)
 
-def test_clock_events_idle_gpus_pass() -> None:
-    found = hp.judge_clock_events(parse_clock_events_csv(CLOCKS_IDLE, NEW), LIMITS)
-    assert [f.status for f in found] == [hp.PASS, hp.PASS]
-
-
-def test_clock_events_hw_slowdown_on_an_idle_gpu_fails_naming_it() -> None:
-    text = CLOCKS_IDLE.replace("2A:00.0, 0, 96.00.74.00.01, Not Active", "2A:00.0, 0, 96.00.74.00.01, Active")
-    found = hp.judge_clock_events(parse_clock_events_csv(text, OLD), LIMITS)  # older names read alike
-    assert [f.status for f in found] == [hp.PASS, hp.FAIL]
-    assert found[1].subject == "GPU 1 (00000000:2A:00.0)" and "HW Slowdown" in found[1].detail
-    assert found[1].remediation is Remediation.RESEAT_OR_REPLACE
+def test_clock_events_idle_gpu_passes() -> None:
+    gpus = parse_nvidia_smi_xml(REAL_XML).gpus
+    assert gpus[0].utilization_gpu_pct == 0 and gpus[0].vbios_version == "96.00.A5.00.1A"
+    found = hp.judge_clock_events(gpus, LIMITS)
+    assert [f.status for f in found] == [hp.PASS] and "Idle" in found[0].detail
 
 
-def test_clock_events_busy_gpu_is_not_judged() -> None:
-    text = CLOCKS_IDLE.replace("2A:00.0, 0,", "2A:00.0, 88,").replace("Not Active\n", "Active\n")
-    found = hp.judge_clock_events(parse_clock_events_csv(text, NEW), LIMITS)
-    assert found[1].status == hp.NOT_JUDGED and "GPU busy" in found[1].detail
-    assert found[0].status == hp.FAIL  # GPU 0 idle with SW thermal slowdown active
+def test_clock_events_power_brake_on_an_idle_gpu_fails_naming_it() -> None:
+    found = hp.judge_clock_events(parse_nvidia_smi_q(REAL_Q).gpus, LIMITS)
+    assert [f.status for f in found] == [hp.PASS, hp.PASS, hp.FAIL] + [hp.PASS] * 5
+    assert found[2].subject == "GPU 2 (00000000:75:00.0)" and "HW Power Brake Slowdown" in found[2].detail
+    assert found[2].remediation is Remediation.RESEAT_OR_REPLACE
 
 
-@pytest.mark.parametrize("text", ["", "0, 00000000:18:00.0, 0\n", "x, b, 0, v, Active, Active, Active, Active\n",
-                                  "0, b, 0, v, Maybe, Active, Active, Active\n"])
-def test_clock_events_bad_output_is_refused(text: str) -> None:
-    with pytest.raises(ParseError):
-        parse_clock_events_csv(text, NEW)
+def test_clock_events_busy_gpu_or_no_reasons_is_not_judged() -> None:
+    from dataclasses import replace
+
+    gpus = parse_nvidia_smi_q(REAL_Q).gpus
+    found = hp.judge_clock_events([replace(gpus[2], utilization_gpu_pct=88), replace(gpus[0], clock_events=None),
+                                   replace(gpus[1], utilization_gpu_pct=None)], LIMITS)
+    assert [f.status for f in found] == [hp.NOT_JUDGED] * 3
+    assert "GPU busy (utilization 88 %" in found[0].detail and "no clock-event reasons" in found[1].detail
+
+
+@pytest.mark.parametrize("util", ["lots %", "-3 %"])
+def test_clock_events_bad_utilization_is_refused(util: str) -> None:
+    with pytest.raises(ParseError, match="utilization"):
+        parse_nvidia_smi_xml(REAL_XML.replace("<gpu_util>0 %</gpu_util>", f"<gpu_util>{util}</gpu_util>"))
+
+
+def test_health_reads_each_gpu_fact_once() -> None:
+    """Clock events, load, VBIOS and fabric come from the node's one `nvidia-smi -q -x` (issue 19
+    weak spot: a second `--query-gpu` reading of the same facts)."""
+    loaded = load_inventory(str(Path(__file__).parents[1] / "data" / "inventories" / "lab-placeholder.yaml"))
+    spec = resolve(loaded, ())[0]
+    host = _Host({"nvidia-smi -q -x": _xml_8gpu(), "nvlink -e": NVLINK_E_ZERO, "dmesg": "[ 1.0] Linux 6.1\n"})
+    result = run_health(loaded, [spec], host_for=lambda s: host, keep_state=False, lock={})
+    smi = [c for c in host.commands if "nvidia-smi" in c]
+    assert not [c for c in smi if "--query-gpu" in c] and len([c for c in smi if "-q -x" in c]) == 1, smi
+    node = result.nodes[spec.node]
+    assert {f.check for f in node.findings if f.status == hp.PASS} >= {"clock_events", "nvswitch_fabric"}
+    assert node.firmware == {f"vbios/{i}": "96.00.A5.00.1A" for i in range(8)}
 
 
 # ---------------------------------------------------------------- 2. fabric
-
-REAL_Q = (FIX / "nvidia_smi" / "nvidia-smi-q-h100-8gpu-535.183.txt").read_text()
-
 
 H100_SKU = load_sku("hgx-h100-80gb")
 
@@ -403,8 +415,10 @@ class _Host:
 
     def __init__(self, answers: dict[str, str], hang: threading.Event | None = None) -> None:
         self.answers, self.hang = answers, hang
+        self.commands: list[str] = []
 
     def run(self, command: str, *args: str, **kwargs: object) -> SimpleNamespace:
+        self.commands.append(command)
         if self.hang is not None:
             self.hang.wait(30)
         for key, text in self.answers.items():
@@ -435,9 +449,7 @@ def test_a_hanging_node_is_cut_at_the_limit_without_blocking_the_others(tmp_path
     specs = resolve(loaded, ())
     assert len(specs) >= 2
     release = threading.Event()
-    clocks = "\n".join(f"{i}, 00000000:{0x18 + i:02X}:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, "
-                       "Not Active" for i in range(8)) + "\n"
-    answers = {"clocks_event_reasons": clocks, "nvidia-smi -q -x": _xml_8gpu(), "nvlink -e": NVLINK_E_ZERO,
+    answers = {"nvidia-smi -q -x": _xml_8gpu(), "nvlink -e": NVLINK_E_ZERO,
                "dmesg": "[ 1.0] Linux version 6.1\n"}
 
     def host_for(spec):
@@ -490,18 +502,15 @@ def test_verify_runs_the_same_judgements(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
     spec = inventory_spec("h100-8x4")
     drv, fm, net = role("nvidia_driver"), role("fabricmanager"), role("network")
-    idle = "".join(f"{i}, 00000000:{0x18 + i:02X}:00.0, 0, 96.00.74.00.01, Not Active, Not Active, Not Active, "
-                   "Not Active\n" for i in range(8))
-    drv.test_health_clock_events(None, spec, probe(spec, {"clocks_event_reasons": idle}))
-    # a driver that knows only the older names: the fallback query is judged the same way
-    old = {"clocks_event_reasons": (2, 'Field "clocks_event_reasons.hw_slowdown" is not a valid field to query.\n', ""),
-           "clocks_throttle_reasons": idle.replace("00000000:1A:00.0, 0, 96.00.74.00.01, Not Active",
-                                                   "00000000:1A:00.0, 0, 96.00.74.00.01, Active")}
-    f = failure(drv.test_health_clock_events, spec, probe(spec, old))
-    assert f.subject == "GPU 2 (00000000:1A:00.0)" and f.remediation is Remediation.RESEAT_OR_REPLACE
-    busy = idle.replace(", 0, 96", ", 90, 96")
+    idle = REAL_Q.replace("HW Power Brake Slowdown       : Active", "HW Power Brake Slowdown       : Not Active") \
+        .replace("SW Thermal Slowdown               : Active", "SW Thermal Slowdown               : Not Active")
+    drv.test_health_clock_events(None, spec, probe(spec, {"nvidia-smi -q": idle}))
+    f = failure(drv.test_health_clock_events, spec, probe(spec, {"nvidia-smi -q": REAL_Q}))
+    assert f.subject == "GPU 2 (00000000:75:00.0)" and f.remediation is Remediation.RESEAT_OR_REPLACE
+    pad = "        Gpu                               : "
+    busy = idle.replace(pad + "0 %", pad + "90 %")
     with pytest.raises(pytest.skip.Exception, match="GPU busy"):
-        drv.test_health_clock_events(None, spec, probe(spec, {"clocks_event_reasons": busy}))
+        drv.test_health_clock_events(None, spec, probe(spec, {"nvidia-smi -q": busy}))
     fm.test_health_nvswitch_fabric(None, spec, probe(spec, {"nvidia-smi -q": REAL_Q}))
     bad_q = REAL_Q.replace("Status                            : Success", "Status                            : Failure")
     assert failure(fm.test_health_nvswitch_fabric, spec, probe(spec, {"nvidia-smi -q": bad_q})).remediation \
@@ -522,9 +531,9 @@ def test_standin_vbios_fault_makes_one_node_the_odd_one_out(tmp_path: Path) -> N
     for node, faults in (("gpu-01", ""), ("gpu-02", "vbios_differs version=96.00.61.00.01\n"), ("gpu-03", "")):
         _inv, env = _node(tmp_path / node, faults)
         bindir = Path(env["PATH"].split(":")[0])
-        out = subprocess.run([str(bindir / "nvidia-smi"), f"--query-gpu={','.join(NEW)}",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30, check=True)
-        versions[node] = {f"vbios/{g.index}": g.vbios for g in parse_clock_events_csv(out.stdout, NEW) if g.vbios}
+        out = subprocess.run([str(bindir / "nvidia-smi"), "-q", "-x"], capture_output=True, text=True, timeout=30,
+                             check=True)
+        versions[node] = hp.gpu_firmware(parse_nvidia_smi_xml(out.stdout).gpus)
     failed = [f for f in hp.judge_firmware(versions) if f.status == hp.FAIL]
     assert {f.node for f in failed} == {"gpu-02"} and len(failed) == 8
 
@@ -605,3 +614,131 @@ def test_verify_acs_check(tmp_path: Path) -> None:
     assert f.subject == "0000:16:00.0"
     with pytest.raises(pytest.skip.Exception, match="no PCIe switch"):
         drv.test_health_pcie_acs(None, spec, probe(spec, {"aer_dev": bundle(sysfs_files())}))
+
+
+# ---------------------------------------------------------------- verify: NVLink counters and firmware (issue 19)
+
+def test_verify_judges_nvlink_counters_against_the_health_sample(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify had no NVLink error-counter check (only `gpuctl health` judged them)."""
+    from gpuctl.health import save_sample
+    from tests.unit.checks_support import failure, inventory_spec, probe, role
+
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
+    spec = inventory_spec("h100-8x4")
+    drv = role("nvidia_driver")
+    with pytest.raises(pytest.skip.Exception, match="first sample"):
+        drv.test_health_nvlink_errors(None, spec, probe(spec, {"nvlink -e": _nvlink_e()}))
+    save_sample(spec.cluster, spec.node, {"nvlink_errors": hp.nvlink_error_keep(parse_nvlink_errors(_nvlink_e()))})
+    drv.test_health_nvlink_errors(None, spec, probe(spec, {"nvlink -e": _nvlink_e()}))  # unchanged: pass
+    f = failure(drv.test_health_nvlink_errors, spec, probe(spec, {"nvlink -e": _nvlink_e(recovery=2)}))
+    assert f.subject == "GPU 0 link 1" and "Recovery Errors" in f.message
+
+
+def test_verify_judges_firmware_against_the_lock(tmp_path: Path) -> None:
+    """verify had no firmware check: the node's VBIOS and HCA firmware against its lock entry."""
+    from tests.unit.checks_support import bundle, failure, inventory_spec, probe, role
+
+    spec = inventory_spec("h100-8x4")
+    drv, net = role("nvidia_driver"), role("network")
+    p = probe(spec, {"nvidia-smi -q": REAL_Q, "aer_dev": bundle(sysfs_files())})
+    same = {**{f"vbios/{i}": "96.00.74.00.01" for i in range(8)}, "hca/mlx5_0": "28.39.1002",
+            "hca/mlx5_1": "28.39.1002"}
+    drv.test_health_gpu_firmware(None, spec, p, same)
+    net.test_health_hca_firmware(None, spec, p, same)
+    f = failure(drv.test_health_gpu_firmware, spec, p, {**same, "vbios/3": "96.00.61.00.01"})
+    assert f.subject == "vbios/3" and "the lock records 96.00.61.00.01" in f.message
+    f = failure(net.test_health_hca_firmware, spec, p, {**same, "hca/mlx5_1": "28.40.1000"})
+    assert f.subject == "hca/mlx5_1"
+    with pytest.raises(pytest.skip.Exception, match="no lock file entry"):
+        drv.test_health_gpu_firmware(None, spec, p, None)
+
+
+def test_verify_passes_the_lock_firmware_to_the_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner hands the lock file's firmware to the check session (`locked_firmware` fixture):
+    verify of a lab node whose lock records another VBIOS fails `health_gpu_firmware` naming it."""
+    from gpuctl.checks.runner import run_verify
+    from gpuctl.lock import NodeLock, build_lock, lock_firmware, write_lock
+
+    inv, env = _node(tmp_path)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    loaded = load_inventory(str(inv))
+    assert lock_firmware(loaded) is None
+    node = loaded.inventory.nodes[0].name
+    write_lock(build_lock(loaded, {node: NodeLock(firmware={"vbios/0": "96.00.61.00.01"})}),
+               inv.with_name(inv.stem + ".lock.yaml"))
+    assert lock_firmware(loaded) == {node: {"vbios/0": "96.00.61.00.01"}}
+    result = run_verify(loaded, roles=("nvidia_driver",))
+    checks = {c.check: c for c in result.hosts[node].checks}
+    fw = checks["nvidia_driver.health_gpu_firmware"]
+    assert fw.status.value == "fail" and "vbios/0" in fw.message and "96.00.61.00.01" in fw.message, fw
+
+
+# ---------------------------------------------------------------- counters: the baseline across runs (issue 19)
+
+BOOT_A, BOOT_B = "6f1c2e64-1b1a-4a43-9d6c-3f0f2d9e6a01", "0b7d9a55-88c2-4f0e-a0b5-8d1e8e1c2b02"
+
+
+def _counter_host(boot: str, aer: int, replay: int = 0, nvlink_rc: int = 0) -> _Host:
+    from tests.unit.checks_support import bundle
+
+    files = sysfs_files(correctable=aer)
+    files["/proc/sys/kernel/random/boot_id"] = boot + "\n"
+    host = _Host({"aer_dev": bundle(files), "nvidia-smi -q -x": _xml_8gpu(), "dmesg": "[ 1.0] Linux 6.1\n",
+                  "nvlink -e": _nvlink_e(replay=replay)})
+    if nvlink_rc:  # the tool fails this run: nvlink -e answers an NVML error
+        host.answers["nvlink -e"] = ""
+        real_run = host.run
+
+        def run(command: str, *args: str, **kwargs: object) -> SimpleNamespace:
+            if "nvlink -e" in command:
+                host.commands.append(command)
+                return SimpleNamespace(rc=nvlink_rc, stdout="Failed to initialize NVML: Unknown Error\n", stderr="")
+            return real_run(command, *args, **kwargs)
+        host.run = run  # type: ignore[method-assign]
+    return host
+
+
+def _counter_run(loaded, specs, hosts: dict[str, _Host]):
+    result = run_health(loaded, specs, host_for=lambda s: hosts[s.node], lock={})
+    return {n: {(f.check, f.status) for f in h.findings if f.check in ("pcie_aer", "nvlink_errors", "counters")}
+            for n, h in result.nodes.items()}, result
+
+
+def test_counter_baseline_is_kept_per_node_across_runs_and_reboots(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuctl.health import load_previous
+
+    monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
+    loaded = load_inventory(str(Path(__file__).parents[1] / "data" / "inventories" / "lab-placeholder.yaml"))
+    specs = resolve(loaded, ())[:2]
+    a, b = specs[0].node, specs[1].node
+    # 1. first run: every counter a baseline, kept per node
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 5), b: _counter_host(BOOT_B, 7)})
+    assert seen[a] == seen[b] == {("pcie_aer", hp.NOT_JUDGED), ("nvlink_errors", hp.NOT_JUDGED)}
+    assert load_previous("lab", a)["aer_correctable"]["0000:18:00.0"] == 5
+    assert load_previous("lab", b)["aer_correctable"]["0000:18:00.0"] == 7
+    assert load_previous("lab", a)["boot_id"] == BOOT_A
+    # 2. node a's AER rises: judged against a's own baseline only
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 6), b: _counter_host(BOOT_B, 7)})
+    assert (hp.FAIL in {s for c, s in seen[a] if c == "pcie_aer"}) and ("pcie_aer", hp.FAIL) not in seen[b]
+    # 3. nvlink -e fails on a this run: its NVLink baseline survives (it was dropped before)
+    seen, res = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 6, nvlink_rc=255), b: _counter_host(BOOT_B, 7)})
+    assert "nvlink_errors" in res.nodes[a].could_not_run
+    assert "0/1/Replay Errors" in load_previous("lab", a)["nvlink_errors"]
+    # 4. the next run judges the rise since run 2, not a new baseline
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 6, replay=3), b: _counter_host(BOOT_B, 7)})
+    assert ("nvlink_errors", hp.WARN) in seen[a] and ("nvlink_errors", hp.NOT_JUDGED) not in seen[a]
+    # 5. b rebooted (new boot id) and counted 3 AER errors since: all of them came after the last
+    #    sample, judged from zero (a fall 7 → 3 was only a warning before)
+    seen, res = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 6, replay=3),
+                                             b: _counter_host(BOOT_A.replace("6f", "77"), 3)})
+    assert ("pcie_aer", hp.FAIL) in seen[b] and ("counters", hp.NOT_JUDGED) in seen[b]
+    assert any("rose by 3 (0 → 3)" in f.detail for f in res.nodes[b].findings), res.nodes[b].as_dict()
+    assert ("counters", hp.NOT_JUDGED) not in seen[a]
+    # 6. a counter cleared within the same boot (it fell): a warning, and the new value is the baseline
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 1, replay=3), b: _counter_host(BOOT_B, 7)})
+    assert ("pcie_aer", hp.WARN) in seen[a] and ("pcie_aer", hp.FAIL) not in seen[a]
+    seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 1, replay=3), b: _counter_host(BOOT_B, 7)})
+    assert seen[a] == {("pcie_aer", hp.PASS), ("nvlink_errors", hp.PASS)}

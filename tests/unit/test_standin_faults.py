@@ -39,6 +39,8 @@ def local_runner(tmp: Path):
     ("fabric_not_ready", None, "fabric_not_ready"),
     ("vbios_differs", None, "vbios_differs"),
     ("nvlink_errors", 2, "nvlink_errors gpu=2"),
+    ("acs_redirect", None, "acs_redirect gpu=2"),
+    ("pcie_aer", 1, "pcie_aer gpu=1"),
 ])
 def test_tool_faults_record_one_line_and_clear(tmp_path: Path, fault: str, gpu: int | None, line: str) -> None:
     run, fault_file, _ = local_runner(tmp_path)
@@ -113,3 +115,14 @@ def test_slow_link_shapes_the_rdma_netdev_both_ways(tmp_path: Path, monkeypatch:
     faults.apply_fault("gpu-02", "slow_link", clear=True, runner=run)
     assert fault_file.read_text() == ""
     assert calls.read_text().splitlines()[:2] == ["tc qdisc del dev eth1 root", "tc qdisc del dev eth1 ingress"]
+
+
+def test_lab_fault_help_names_every_fault() -> None:
+    """`gpuctl lab fault --help` lists the faults from FAULTS (it had its own list, 12 of 19)."""
+    from click.testing import CliRunner
+
+    from gpuctl.cli.main import main
+
+    out = CliRunner().invoke(main, ["lab", "fault", "--help"]).output
+    missing = [f for f in faults.FAULTS if f not in out.replace("\n", " ").replace("  ", " ")]
+    assert not missing, out

@@ -78,7 +78,12 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("nvlink_errors", "NVLink replay and CRC errors rising on link 0 of one GPU (nvidia-smi nvlink -e)", True, 1),
     # fault finding (gpuctl bench, issue 19): a real slow link
     Fault("slow_link", f"traffic on the RDMA netdev shaped to {SLOW_LINK_RATE} each way (tc), as a bad cable"),
+    Fault("acs_redirect", "ACS request/completion redirect on at the PCIe switch port above one GPU (lspci -vvv)",
+          True, 2),
+    Fault("pcie_aer", "one GPU's PCIe AER counters: 1 non-fatal, 40 correctable errors (sysfs aer_dev_*)", True, 4),
 )}
+#: faults seen on the PCI bus (the sysfs view of `gpuctl.lab.pcisim`, rebuilt when they change)
+PCI_VIEW_FAULTS: tuple[str, ...] = ("gpu_missing", "pcie_x8", "acs_redirect", "pcie_aer")
 
 Runner = Callable[[str], str]
 
@@ -144,7 +149,7 @@ def _rxe_netdev_sh() -> str:
 def _script(fault: Fault, gpu: int | None, clear: bool, profile_rate_gbps: float | None) -> str:
     name = fault.name
     gpu_word = f" gpu={gpu}" if gpu is not None else ""
-    if name in ("gpu_missing", "pcie_x8"):  # also seen on the PCI bus (sysfs), see gpuctl.lab.pcisim
+    if name in PCI_VIEW_FAULTS:  # seen on the PCI bus (sysfs, lspci), see gpuctl.lab.pcisim
         return (_record("" if clear else f"{name}{gpu_word}", name)
                 + f"if [ -f {SCRIPT_PATH} ]; then {refresh_command()}; fi\n")
     if name in ("nvlink_pairs", "ecc_uncorrectable", "row_remap_pending", "slow_nccl", "throttle", "gpu_busy",

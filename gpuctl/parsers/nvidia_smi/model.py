@@ -117,6 +117,9 @@ class GpuInfo:
     # 'Clocks Event Reasons' (535+) / 'Clocks Throttle Reasons' (older): (reason, active) in the
     # order printed, reason names as -q prints them ('HW Slowdown'); None: section absent
     clock_events: tuple[tuple[str, bool], ...] | None = None
+    # 'Utilization' / <utilization><gpu_util> (whether the clock events are judged: a load-free GPU)
+    utilization_gpu_pct: int | None = None
+    vbios_version: str | None = None  # 'VBIOS Version' / <vbios_version>
     # 'Fabric' (NVSwitch and multi-node NVLink systems; N/A elsewhere); fabric_section: the output
     # has the section at all (drivers before 535 and the CSV form do not)
     fabric_section: bool = False
@@ -152,6 +155,17 @@ def _clean(value: str | None) -> str | None:
         return None
     value = value.strip()
     return None if value in _MISSING else value
+
+
+def _percent(value: str | None, where: str) -> int | None:
+    """'0 %' (the -q and XML forms of a utilization)."""
+    value = _clean(value)
+    if value is None:
+        return None
+    m = re.match(r"^(\d+)\s*%?$", value)
+    if not m:
+        raise ParseError(f"{TOOL}: expected a percentage, got {value!r} for {where}")
+    return int(m.group(1))
 
 
 def _int(value: str | None, where: str) -> int | None:

@@ -16,6 +16,7 @@ from gpuctl.parsers.nvidia_smi.model import (
     _check_failure,
     _clean,
     _int,
+    _percent,
     _sum,
 )
 
@@ -135,6 +136,9 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
                                      if k.startswith("SRAM Uncorrectable") and isinstance(v, str)]),
         sram_threshold_exceeded=_bool(_get(agg, "SRAM Threshold Exceeded"), where),
         clock_events=_q_clock_events(tree, where),
+        utilization_gpu_pct=_percent(_get(tree, "Utilization", "Gpu") or _get(tree, "Utilization", "GPU"),
+                                     f"{where} utilization"),
+        vbios_version=_clean(_get(tree, "VBIOS Version")),
         fabric_section="Fabric" in tree,
         fabric_state=_clean(_get(fabric, "State")),
         fabric_status=_clean(_get(fabric, "Status")),

@@ -16,6 +16,7 @@ from gpuctl.parsers.nvidia_smi.model import (
     _check_failure,
     _clean,
     _int,
+    _percent,
     _sum,
 )
 
@@ -89,6 +90,8 @@ def _x_gpu(index: int, gpu: ET.Element, driver: str | None) -> GpuInfo:
             "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded")]),
         sram_threshold_exceeded=_bool(_x(gpu, "ecc_errors/aggregate/sram_threshold_exceeded"), where),
         clock_events=_x_clock_events(gpu, where),
+        utilization_gpu_pct=_percent(_x(gpu, "utilization/gpu_util"), f"{where} utilization"),
+        vbios_version=_clean(_x(gpu, "vbios_version")),
         fabric_section=gpu.find("fabric") is not None,
         fabric_state=_clean(_x(gpu, "fabric/state")),
         fabric_status=_clean(_x(gpu, "fabric/status")),

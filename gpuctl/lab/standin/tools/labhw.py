@@ -123,6 +123,16 @@ STATE_DIR = "/run/gpuctl-lab"
 # ---------------------------------------------------------------------------- the node
 
 
+#: nvidia-smi's clock-event reasons (driver 535+; XML `clocks_event_reason_<name>`, --query-gpu
+#: `clocks_event_reasons.<name>`), in its order, with the name `nvidia-smi -q` prints
+CLOCK_EVENT_REASONS: dict[str, str] = {
+    "gpu_idle": "Idle", "applications_clocks_setting": "Applications Clocks Setting",
+    "sw_power_cap": "SW Power Cap", "hw_slowdown": "HW Slowdown", "hw_thermal_slowdown": "HW Thermal Slowdown",
+    "hw_power_brake_slowdown": "HW Power Brake Slowdown", "sync_boost": "Sync Boost",
+    "sw_thermal_slowdown": "SW Thermal Slowdown", "display_clocks_setting": "Display Clock Setting",
+}
+
+
 class Node:
     """The profile with the faults applied: what the emulated hardware looks like now."""
 
@@ -164,6 +174,17 @@ class Node:
 
     def remap_unc(self, g: dict) -> int:
         return 1 if g["index"] in self.remap else 0
+
+    def utilization(self, i: int) -> int:
+        """GPU load in % (the `gpu_busy` fault: 97)."""
+        return 97 if i in self.busy else 0
+
+    def clock_events(self, i: int) -> dict[str, bool]:
+        """Clock-event reasons of GPU `i` by their XML/--query-gpu names, in nvidia-smi's order: the
+        `throttle` fault's reasons, else Idle when not busy (as the real H100 samples in
+        tests/data/fixtures/nvidia_smi show: a held-down GPU does not report Idle)."""
+        on = self.throttle.get(i, set())
+        return {r: r in on or (r == "gpu_idle" and i not in self.busy and not on) for r in CLOCK_EVENT_REASONS}
 
     def persistence(self) -> bool:
         return pid_alive(PERSISTENCED_PIDFILE) or sys_path(STATE_DIR + "/persistence-mode").is_file()
@@ -354,6 +375,9 @@ def smi_q(node: Node, driver: str, cuda: str, only: set[int] | None) -> str:
         L(_q_line(2, "Rx Throughput", "0 KB/s"))
         L(_q_line(1, "Fan Speed", "N/A"))
         L(_q_line(1, "Performance State", "P0"))
+        L(_q_line(1, "Clocks Event Reasons"))
+        for reason, active in node.clock_events(_i).items():
+            L(_q_line(2, CLOCK_EVENT_REASONS[reason], "Active" if active else "Not Active"))
         mem = int(gpu["memory_mib"])
         reserved = 551 if mem < 100000 else 616
         L(_q_line(1, "FB Memory Usage"))
@@ -367,7 +391,8 @@ def smi_q(node: Node, driver: str, cuda: str, only: set[int] | None) -> str:
         L(_q_line(2, "Free", "131071 MiB"))
         L(_q_line(1, "Compute Mode", "Default"))
         L(_q_line(1, "Utilization"))
-        for key in ("GPU", "Memory", "Encoder", "Decoder"):
+        L(_q_line(2, "Gpu", f"{node.utilization(_i)} %"))
+        for key in ("Memory", "Encoder", "Decoder"):
             L(_q_line(2, key, "0 %"))
         L(_q_line(1, "ECC Mode"))
         L(_q_line(2, "Current", "Enabled"))
@@ -437,7 +462,7 @@ def smi_xml(node: Node, driver: str, cuda: str) -> str:
         else:
             out.append(f"{pad}<{tag}>{_xml_escape(str(content))}</{tag}>")
 
-    for g in node.gpus:
+    for i, g in enumerate(node.gpus):
         bus = bus_id(g)
         b = bus.split(":")
         mem = int(gpu["memory_mib"])
@@ -469,9 +494,13 @@ def smi_xml(node: Node, driver: str, cuda: str) -> str:
                 "replay_counter": "0", "replay_rollover_counter": "0",
             },
             "fan_speed": "N/A", "performance_state": "P0",
+            "clocks_event_reasons": {f"clocks_event_reason_{r}": "Active" if on else "Not Active"
+                                     for r, on in node.clock_events(i).items()},
             "fb_memory_usage": {"total": f"{mem} MiB", "reserved": f"{reserved} MiB", "used": "0 MiB",
                                 "free": f"{mem - reserved} MiB"},
             "compute_mode": "Default",
+            "utilization": {"gpu_util": f"{node.utilization(i)} %", "memory_util": "0 %", "encoder_util": "0 %",
+                            "decoder_util": "0 %", "jpeg_util": "0 %", "ofa_util": "0 %"},
             "ecc_mode": {"current_ecc": "Enabled", "pending_ecc": "Enabled"},
             "ecc_errors": {"volatile": dict(ecc_scope),
                            "aggregate": {**ecc_scope, "sram_threshold_exceeded": "No"}},
@@ -549,13 +578,10 @@ def query_value(node: Node, i: int, g: dict, field: str, driver: str, cuda: str)
         "fabric.state": (fabric_state(node)[0], ""), "fabric.status": (fabric_state(node)[1], ""),
         "mig.mode.current": ("Disabled", ""),
     }
-    if i in node.busy:
-        values["utilization.gpu"] = ("97", "%")
+    values["utilization.gpu"] = (str(node.utilization(i)), "%")
     # clocks_event_reasons.* (driver >= 535) and the older clocks_throttle_reasons.* names
     for prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
-        for reason in ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
-                       "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown", "sync_boost"):
-            active = reason in node.throttle.get(i, set()) or (reason == "gpu_idle" and i not in node.busy)
+        for reason, active in node.clock_events(i).items():
             values[f"{prefix}.{reason}"] = ("Active" if active else "Not Active", "")
     if field not in values:
         raise KeyError(field)
