@@ -31,10 +31,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from gpuctl.components import defaults
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.fileio import MAX_INDEX_BYTES, gunzip, read_bytes
 from gpuctl.inventory import LoadedInventory
@@ -50,23 +50,15 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # --------------------------------------------------------------------------- cache
 
 
-@cache
-def _role_defaults() -> dict[str, Any]:
-    from gpuctl.paths import roles_dir
-    from gpuctl.yamlsrc import load_yaml
-
-    return load_yaml(roles_dir() / "package_mirror" / "defaults.yaml")[0] or {}
-
-
 def cache_port(loaded: LoadedInventory) -> int:
     """The cache's port: the inventory's `role_vars.package_mirror_port`, else the role's default."""
     override = loaded.inventory.role_vars.get("package_mirror_port")
-    return int(override if override is not None else _role_defaults()["package_mirror_port"])
+    return int(override if override is not None else defaults("package_mirror")["package_mirror_port"])
 
 
 def _knob(loaded: LoadedInventory, key: str) -> Any:
     override = loaded.inventory.role_vars.get(key)
-    return override if override is not None else _role_defaults()[key]
+    return override if override is not None else defaults("package_mirror")[key]
 
 
 def wheels_port(loaded: LoadedInventory) -> int | None:

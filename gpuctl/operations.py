@@ -31,6 +31,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
 from gpuctl.boundary import control_character
+from gpuctl.components import defaults
 from gpuctl.facts.packages import PackageSnapshot, normalize_evr
 from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
 from gpuctl.matrix import Package
@@ -439,11 +440,9 @@ def role_knobs(role: str) -> dict[str, object]:
     from gpuctl.deploy_context import node_spec, run_options
     from gpuctl.errors import InputError
     from gpuctl.knobs import knob_problems
-    from gpuctl.paths import roles_dir
-    from gpuctl.yamlsrc import load_yaml, parse_yaml
+    from gpuctl.yamlsrc import parse_yaml
 
-    path = roles_dir() / role / "defaults.yaml"
-    data = load_yaml(path)[0] or {}
+    data = defaults(role)
     extra = run_options().extra
     out: dict[str, object] = {}
     for key, value in data.items():

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from gpuctl.components import component, part_owner
 from gpuctl.spec import NodeSpec
 
 from .model import CheckFailure, CouldNotRun, Remediation
 from .probe import Probe
 
 __all__ = [
-    "COMPONENT_ROLE",
     "CheckFailure",
     "CouldNotRun",
     "Remediation",
@@ -46,12 +46,10 @@ __all__ = [
 
 ItemsFn = Callable[[NodeSpec], list[str]]
 
-# Which role installs (and so verifies) each matrix component.
-COMPONENT_ROLE: dict[str, str] = {
-    "driver": "nvidia_driver", "persistenced": "nvidia_driver", "fabricmanager": "fabricmanager", "cuda": "cuda",
-    "cudnn": "cudnn", "nccl": "nccl", "dcgm": "dcgm", "ofed": "ofed", "peermem": "peermem", "gds": "gds",
-    "lustre": "lustre_client", "network": "network",
-}
+
+def _owner(name: str) -> str:
+    """The role that installs (and so verifies) a matrix part, or a component's own name."""
+    return part_owner().get(name, name)
 
 
 ITEMS_ATTR = "_gpuctl_items"
@@ -94,7 +92,7 @@ def judge_health(findings: Sequence[Any]) -> None:
 
 
 def _role_components(role: str) -> list[str]:
-    return [c for c, r in COMPONENT_ROLE.items() if r == role]
+    return [p.name for p in component(role).parts]
 
 
 def packages_of(role: str) -> ItemsFn:
@@ -107,13 +105,13 @@ def packages_of(role: str) -> ItemsFn:
 
 def services_of(role: str) -> ItemsFn:
     def items(spec: NodeSpec) -> list[str]:
-        return [s.name for s in spec.services if COMPONENT_ROLE.get(s.component) == role]
+        return [s.name for s in spec.services if _owner(s.component) == role]
     return items
 
 
 def modules_of(role: str) -> ItemsFn:
     def items(spec: NodeSpec) -> list[str]:
-        return [m.name for m in spec.kernel_modules if COMPONENT_ROLE.get(m.component) == role]
+        return [m.name for m in spec.kernel_modules if _owner(m.component) == role]
     return items
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuctl.components import provisioned
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 from gpuctl.parsers.health import (
@@ -131,6 +132,12 @@ def _timeout(cmd: str, seconds: int) -> str:
     """`cmd` under a remote time limit (exit 124 when it runs out); 255 remapped to 254."""
     return f"timeout {seconds} sh -c {shlex.quote(cmd)}; r=$?; [ $r -eq 255 ] && r={REMOTE_255}; exit $r"
 
+
+#: What a component may list in `Component.probes` (roles/<component>/__init__.py): Probe
+#: methods its checks read, in fetch order; "fabric" stands for the RDMA reads this node's
+#: fabric has (rdma_links, verbs_ports, ibstat unless Soft-RoCE, gids on RoCE).
+PREFETCHABLE: tuple[str, ...] = ("nvidia_smi", "topo", "kernel_log", "clock_events", "pci_sysfs", "interfaces",
+                                 "fabric", "md_detail")
 
 #: Commands of one host fetched at once during prefetch (channels on its one connection).
 PREFETCH_CHANNELS = 4
@@ -480,28 +487,22 @@ class Probe:
 
     def prefetch(self, roles: Iterable[str]) -> None:
         """Run the commands the given roles' checks read, so checks find them cached."""
-        wanted = set(roles)
+        declared = [c for c in provisioned() if c.name in set(roles)]
+        reads = {r for c in declared for r in c.probes}
         steps = [("files", self.files)]
-        if wanted & {"nvidia_driver", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm", "ofed", "gds",
-                     "lustre_client"}:
+        if any(c.parts for c in declared):  # a component with matrix parts checks its pins and holds
             steps += [("packages", self.packages), ("holds", self.holds)]
         if self.spec.services:
             steps.append(("units", self.units))
-        if "nvidia_driver" in wanted:
-            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log),
-                      ("clock_events", self.clock_events)]
-        if wanted & {"nvidia_driver", "network"}:
-            steps.append(("pci_sysfs", self.pci_sysfs))
-        if wanted & {"network", "nccl"}:
-            steps.append(("interfaces", self.interfaces))
-            if self.spec.fabric.type != "none":
-                steps += [("rdma_links", self.rdma_links), ("verbs_ports", self.verbs_ports)]
-                if not self.spec.fabric.soft_roce:
-                    steps.append(("ibstat", self.ibstat))
-                if self.spec.fabric.type == "roce":
-                    steps.append(("gids", self.gids))
-        if "nvme_raid" in wanted and self.spec.raid is not None:
-            steps.append(("md_detail", self.md_detail))
+        not_here = {"fabric"} | ({"md_detail"} if self.spec.raid is None else set())
+        steps += [(name, getattr(self, name)) for name in PREFETCHABLE if name in reads and name not in not_here]
+        if "fabric" in reads and self.spec.fabric.type != "none":
+            steps += [("rdma_links", self.rdma_links), ("verbs_ports", self.verbs_ports)]
+            if not self.spec.fabric.soft_roce:
+                steps.append(("ibstat", self.ibstat))
+            if self.spec.fabric.type == "roce":
+                steps.append(("gids", self.gids))
+
         def run(step: Any) -> None:
             if self.unreachable:
                 return
