@@ -19,6 +19,7 @@ import it), so the declarations can import `gpuctl.knobs` and this module freely
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import sys
 from collections.abc import Callable, Mapping
@@ -245,15 +246,27 @@ def _knob_types(root: Path) -> dict[str, Any]:
     return out
 
 
+def spec_knobs() -> frozenset[str]:
+    """Knobs read into the NodeSpec (service and module names): install and verify both take
+    them from there, so only the inventory's role_vars may set them."""
+    return frozenset(k for c in registry() for k in (*(s.knob for s in c.services),
+                                                      *(m.knob for m in c.modules if m.knob)))
+
+
 def knob_owner(key: str) -> str | None:
     """The component whose knob `key` is (knobs are prefixed with their component's name)."""
     return max((c.name for c in registry() if key.startswith(c.name + "_")), key=len, default=None)
 
 
-@cache
 def defaults(name: str) -> dict[str, Any]:
-    """roles/<name>/defaults.yaml: the component's knobs with their defaults ({} without one)."""
-    path = roles_dir() / name / "defaults.yaml"
+    """roles/<name>/defaults.yaml: the component's knobs with their defaults ({} without one);
+    a copy the caller may change."""
+    return copy.deepcopy(_defaults(roles_dir(), name))
+
+
+@cache
+def _defaults(root: Path, name: str) -> dict[str, Any]:
+    path = root / name / "defaults.yaml"
     if not path.is_file():
         return {}
     return dict(load_yaml(path)[0] or {})

@@ -31,7 +31,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
 from gpuctl.boundary import control_character
-from gpuctl.components import defaults
+from gpuctl.components import defaults, spec_knobs
 from gpuctl.facts.packages import PackageSnapshot, normalize_evr
 from gpuctl.facts.system import BootState, FileState, LoadedModule, ServiceState
 from gpuctl.matrix import Package
@@ -449,6 +449,9 @@ def role_knobs(role: str) -> dict[str, object]:
         override = host.data.get(key)
         if override is None and key in extra:
             override = parse_yaml(extra[key], f"--var {key}")[0]
+        if override is not None and key in spec_knobs():
+            raise InputError(f"{key}: names what install and verify both read from the NodeSpec; set it in the "
+                             "inventory's role_vars, not in host data or --extra (refused)")
         if override is not None:
             bad = knob_problems(key, override)
             if bad:

@@ -264,6 +264,14 @@ class NodeSpec(_Spec):
             return value.isdigit() and int(value) >= int(want)
         return value == want
 
+    def service(self, part: str) -> str:
+        """The unit of a matrix part's service, as resolved once from its knob (role_vars, else
+        the component's default): what install enables and verify checks."""
+        for s in self.services:
+            if s.component == part:
+                return s.name
+        raise KeyError(f"{self.node}: no service of {part} in this spec")
+
     def pins(self, component: str) -> list[str]:
         c = self.components.get(component)
         return [p.pin for p in c.packages] if c and c.enabled else []
