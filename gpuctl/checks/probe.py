@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpuctl.components import provisioned
+from gpuctl.components import knob_value, provisioned
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 from gpuctl.parsers.health import (
@@ -59,12 +59,17 @@ from .model import CouldNotRun, Remediation
 log = logging.getLogger(__name__)
 
 COMMAND_TIMEOUT_S = 120
-NCCL_CONF = "/etc/nccl.conf"
-# Files read in one `tail -n +1` bundle (plus per-spec ones: sysctl, keyring, …).
+# Files read in one `tail -n +1` bundle (plus per-spec ones: sysctl, keyring, nccl.conf, …).
 STATIC_FILES: tuple[str, ...] = (
     "/proc/modules", "/proc/meminfo", "/proc/cmdline", "/proc/mounts", "/proc/mdstat",
-    "/sys/module/nvidia/version", "/proc/driver/nvidia/version", NCCL_CONF,
+    "/sys/module/nvidia/version", "/proc/driver/nvidia/version",
 )
+
+
+def nccl_conf_path(spec: NodeSpec) -> str:
+    """Where the network role writes nccl.conf on this node (its knob `network_nccl_conf`, as the
+    inventory sets it, else its default): the file the nccl checks read."""
+    return str(knob_value("network_nccl_conf", spec.role_vars))
 # Shell globs expanded on the host, read in the same bundle.
 STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.list.d/*")
 
@@ -246,7 +251,7 @@ class Probe:
 
     def file_paths(self) -> list[str]:
         s = self.spec
-        paths = list(STATIC_FILES) + [sysctl_path(k) for k in s.sysctl] + [s.repo.keyring_path]
+        paths = list(STATIC_FILES) + [nccl_conf_path(s)] + [sysctl_path(k) for k in s.sysctl] + [s.repo.keyring_path]
         paths += [f"/sys/class/net/{p.interface}/speed" for p in s.fabric.ports]
         return list(dict.fromkeys(paths))
 

@@ -14,7 +14,7 @@ from gpuctl.checks.api import (
     packages_of,
 )
 from gpuctl.checks.outputs import parse_key_values
-from gpuctl.checks.probe import NCCL_CONF
+from gpuctl.checks.probe import nccl_conf_path
 
 ROLE = "nccl"
 
@@ -30,9 +30,10 @@ def test_package_held(host, spec, probe, item):
 
 
 def _conf(probe):
-    text = probe.file(NCCL_CONF)
+    path = nccl_conf_path(probe.spec)
+    text = probe.file(path)
     if text is None:
-        fail(f"{NCCL_CONF} is missing", expected=f"{NCCL_CONF} present", found="missing",
+        fail(f"{path} is missing", expected=f"{path} present", found="missing",
              remediation=Remediation.RECONFIGURE)
     return parse_key_values(text)
 
@@ -41,8 +42,9 @@ def _conf(probe):
 def test_nccl_conf(host, spec, probe, item):
     conf = _conf(probe)
     want = spec.nccl_conf[item]
-    expect(conf.get(item) == want, f"{NCCL_CONF}: {item}={conf.get(item, '(unset)')}", expected=f"{item}={want}",
-           found=f"{item}={conf[item]}" if item in conf else "unset", remediation=Remediation.RECONFIGURE)
+    expect(conf.get(item) == want, f"{nccl_conf_path(spec)}: {item}={conf.get(item, '(unset)')}",
+           expected=f"{item}={want}", found=f"{item}={conf[item]}" if item in conf else "unset",
+           remediation=Remediation.RECONFIGURE)
 
 
 def _names(value: str) -> list[str]:
@@ -55,7 +57,7 @@ def test_nccl_ib_hca_exists(host, spec, probe, item):
     """Every RDMA device NCCL_IB_HCA names exists on the host."""
     conf = _conf(probe)
     if item not in _names(conf.get("NCCL_IB_HCA", "")):
-        raise CouldNotRun(f"{NCCL_CONF} does not name {item}; see {ROLE}.nccl_conf[NCCL_IB_HCA]")
+        raise CouldNotRun(f"{nccl_conf_path(spec)} does not name {item}; see {ROLE}.nccl_conf[NCCL_IB_HCA]")
     devices = {link.device for link in probe.rdma_links().values()}
     expect(item in devices, f"NCCL_IB_HCA names {item}, which does not exist", expected=f"RDMA device {item}",
            found=", ".join(sorted(devices)) or "no RDMA devices", remediation=Remediation.RECONFIGURE)
