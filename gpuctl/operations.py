@@ -128,19 +128,38 @@ def sha256_text(text: str) -> str:
 
 # ------------------------------------------------------------------ failing a host
 
+def _fail(state, host, reason: str) -> bool:  # pyinfra passes (state, host) by these names
+    lines = reason.splitlines() or [""]
+    log = logging.getLogger("pyinfra").error
+    for i, line in enumerate(lines):
+        host.log_styled(f"refused: {line}" if i == 0 else line, fg="red", log_func=log)
+    return False
+
+
+def fail_commands(reason: str):
+    """The commands that fail this host with `reason` (for an operation that decides at execute
+    time: `yield from fail_commands(...)`): on a real host the remote command's stderr carries
+    it and exits 1; the Python callback fails the host whatever the connector, and logs it."""
+    yield sh("printf", "%s\\n", reason) + " >&2; exit 1"
+    yield FunctionCommand(_fail, (reason,), {})
+
+
 @operation(is_idempotent=False)
 def fail_host(reason: str):
-    """Fail this host (only) with `reason`; the other hosts carry on.
+    """Fail this host (only) with `reason`; the other hosts carry on; changes nothing.
 
     Raising in a deploy at prepare time would stop every host, so a refusal is an
-    operation whose one command returns False when executed.
+    operation whose commands fail when executed (`fail_commands`).
     """
+    yield from fail_commands(reason)
 
-    def _fail(state, host) -> bool:  # pyinfra passes (state, host) by these names
-        host.log_styled(f"refused: {reason}", fg="red", log_func=logging.getLogger("pyinfra").error)
-        return False
 
-    yield FunctionCommand(_fail, (), {})
+@operation()
+def report(message: str):
+    """Tell the operator something (a note, "not applicable on rxe0") without changing anything:
+    plan and summary show it; nothing runs on the host."""
+    host.noop(message)
+    yield from ()
 
 
 # ------------------------------------------------------------------ packages
@@ -375,14 +394,6 @@ def grubby_args(args: Sequence[str], boot: BootState):
         host.noop("kernel command line already has " + " ".join(args))
         return
     yield sh("grubby", "--update-kernel=ALL") + " --args=" + sh(" ".join(todo))
-
-
-@operation()
-def not_applicable(reason: str):
-    """A visible noop for work that does not apply to this node (e.g. kernel work on a
-    container lab node): plan and summary show the reason; nothing runs on the host."""
-    host.noop(reason)
-    yield from ()
 
 
 @operation(is_idempotent=False)

@@ -35,6 +35,7 @@ __all__ = [
     "check_package_held",
     "check_package_pinned",
     "check_service_active",
+    "component_checks",
     "expect",
     "fail",
     "for_each",
@@ -162,6 +163,38 @@ def check_service_active(spec: NodeSpec, probe: Probe, name: str) -> None:
         expect(unit.unit_file in ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated"),
                f"{name} is not enabled at boot ({unit.unit_file or 'unknown'})", expected="enabled",
                found=unit.unit_file or "unknown", remediation=Remediation.RECONFIGURE)
+
+
+def component_checks(role: str) -> dict[str, Callable[..., Any]]:
+    """The checks a component's declaration implies (roles/<role>/__init__.py), for its
+    checks.py to take in with `globals().update(component_checks(ROLE))`: its matrix parts'
+    packages pinned and held, its services active, its kernel modules loaded — each only
+    where it declares one. New functions per call (each role's own `for_each` items)."""
+    declared = component(role)
+    out: dict[str, Callable[..., Any]] = {}
+    if declared.parts:
+        @for_each(packages_of(role))
+        def test_package_pinned(host: Any, spec: NodeSpec, probe: Probe, item: str) -> None:
+            check_package_pinned(spec, probe, item)
+
+        @for_each(packages_of(role))
+        def test_package_held(host: Any, spec: NodeSpec, probe: Probe, item: str) -> None:
+            check_package_held(spec, probe, item)
+
+        out.update(test_package_pinned=test_package_pinned, test_package_held=test_package_held)
+    if declared.services:
+        @for_each(services_of(role))
+        def test_service_active(host: Any, spec: NodeSpec, probe: Probe, item: str) -> None:
+            check_service_active(spec, probe, item)
+
+        out["test_service_active"] = test_service_active
+    if declared.modules:
+        @for_each(modules_of(role))
+        def test_module_loaded(host: Any, spec: NodeSpec, probe: Probe, item: str) -> None:
+            check_module_loaded(spec, probe, item)
+
+        out["test_module_loaded"] = test_module_loaded
+    return out
 
 
 def check_module_loaded(spec: NodeSpec, probe: Probe, name: str) -> None:
