@@ -40,6 +40,7 @@ class When:
     """What decides whether a component applies on a node (built by `gpuctl.spec`)."""
 
     sku: str
+    package_manager: str  # "apt" | "dnf"
     nvswitch: bool
     fabric: str  # "infiniband" | "roce" | "none"
     soft_roce: bool
@@ -79,8 +80,8 @@ class Service:
     value (roles/<component>/defaults.yaml, overridable in role_vars), read into the
     NodeSpec once so install and verify name the same unit."""
 
-    knob: str
-    part: str  # the matrix part whose packages bring the unit
+    knob: str  # its value: the unit, or {apt: unit, dnf: unit} where the distributions differ
+    part: str = ""  # the matrix part whose packages bring the unit; "" = the component's own
 
 
 @dataclass(frozen=True)

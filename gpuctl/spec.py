@@ -362,9 +362,9 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
     fabric = _fabric(loaded, node)
     lustre = inv.storage.lustre
 
-    when = When(sku=sku.name, nvswitch=nvswitch, fabric=fabric.type, soft_roce=fabric.soft_roce,
-                vlans=bool(inv.vlans), raid=inv.storage.raid is not None, lustre=lustre is not None,
-                matrix=matrix, role_vars=inv.role_vars)
+    when = When(sku=sku.name, package_manager=_package_manager(fam), nvswitch=nvswitch, fabric=fabric.type,
+                soft_roce=fabric.soft_roce, vlans=bool(inv.vlans), raid=inv.storage.raid is not None,
+                lustre=lustre is not None, matrix=matrix, role_vars=inv.role_vars)
     roles = resolve_reasons(when)
     components: dict[str, ComponentSpec] = {}
     services: list[ServiceSpec] = []
@@ -377,7 +377,8 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
                 enabled=not reason, reason=reason)
         if reason:
             continue
-        services += [ServiceSpec(name=str(when.knob(s.knob)), component=s.part) for s in c.services]
+        services += [ServiceSpec(name=_unit(when.knob(s.knob), when.package_manager), component=s.part or c.name)
+                     for s in c.services]
         modules += [ModuleSpec(name=_module_name(m, when), component=m.part or c.name,
                                version=components[m.part].version if m.versioned else None)
                     for m in c.modules if m.when is None or m.when(when)]
@@ -434,7 +435,7 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         cluster=inv.cluster.name, node=node.name, address=node.address,
         ssh_port=node.ssh_port or inv.ssh.port, ssh_user=inv.ssh.user,
         management_interface=inv.management.interface,
-        os=inv.cluster.os, os_family=fam, package_manager="dnf" if fam == "rhel9" else "apt",
+        os=inv.cluster.os, os_family=fam, package_manager=_package_manager(fam),
         sku=sku.name, matrix=matrix.name, driver_version=matrix.driver.version,
         driver_branch=matrix.driver.branch, driver_flavour=matrix.driver.flavour,
         components=components, services=tuple(services), kernel_modules=tuple(modules),
@@ -469,6 +470,15 @@ def train_env_knob(spec: NodeSpec, key: str) -> Any:
 def train_env_default(key: str) -> Any:
     """A roles/train_env knob's default (its defaults.yaml), e.g. where the environment lives."""
     return defaults("train_env").get(key)
+
+
+def _package_manager(os_family: str) -> Literal["apt", "dnf"]:
+    return "dnf" if os_family == "rhel9" else "apt"
+
+
+def _unit(value: Any, package_manager: str) -> str:
+    """A service knob's unit: the value, or its entry for this package manager."""
+    return str(value[package_manager] if isinstance(value, dict) else value)
 
 
 def _module_name(m: Module, when: When) -> str:
