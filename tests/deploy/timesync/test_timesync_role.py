@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gpu_scenarios import responses  # tests/deploy (its conftest puts it on sys.path)
 
 from gpuctl.paths import inventories_dir
 from gpuctl.runner.roles import load_role
@@ -28,11 +29,6 @@ def _inventory(tmp_path: Path, os_family: str, **role_vars: Any) -> Path:
 
 
 def _responses(os_family: str, **extra: Any) -> dict[Any, Any]:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/deploy: the recorded scenarios
-    from gpu_scenarios import responses
-
     return responses(SCENARIO[os_family], **extra)
 
 
