@@ -128,7 +128,7 @@ def sha256_text(text: str) -> str:
 
 # ------------------------------------------------------------------ failing a host
 
-def _fail(state, host, reason: str) -> bool:  # pyinfra passes (state, host) by these names
+def _refuse(host, reason: str) -> bool:
     lines = reason.splitlines() or [""]
     log = logging.getLogger("pyinfra").error
     for i, line in enumerate(lines):
@@ -136,22 +136,37 @@ def _fail(state, host, reason: str) -> bool:  # pyinfra passes (state, host) by 
     return False
 
 
+# The two callbacks differ only in name: `gpuctl plan` prints it ("python: _fail"), and the plan
+# of every example inventory is held unchanged (tests/deploy/test_plan_golden.py).
+def _fail(state, host, reason: str) -> bool:  # pyinfra passes (state, host) by these names
+    return _refuse(host, reason)
+
+
+def _fail_now(state, host, reason: str) -> bool:
+    return _refuse(host, reason)
+
+
 def fail_commands(reason: str):
-    """The commands that fail this host with `reason` (for an operation that decides at execute
-    time: `yield from fail_commands(...)`): on a real host the remote command's stderr carries
-    it and exits 1; the Python callback fails the host whatever the connector, and logs it."""
+    """The commands that fail this host with `reason`, also from an operation that decides at
+    execute time (`yield from fail_commands(...)`): on a real host the remote command's stderr
+    carries the reason (so it reaches the run summary) and exits 1; the Python callback fails
+    the host whatever the connector, and logs it."""
     yield sh("printf", "%s\\n", reason) + " >&2; exit 1"
-    yield FunctionCommand(_fail, (reason,), {})
+    yield FunctionCommand(_fail_now, (reason,), {})
 
 
 @operation(is_idempotent=False)
-def fail_host(reason: str):
+def fail_host(reason: str, remote: bool = False):
     """Fail this host (only) with `reason`; the other hosts carry on; changes nothing.
 
     Raising in a deploy at prepare time would stop every host, so a refusal is an
-    operation whose commands fail when executed (`fail_commands`).
+    operation whose command returns False when executed. `remote=True`: through
+    `fail_commands`, so the reason is also the remote command's stderr.
     """
-    yield from fail_commands(reason)
+    if remote:
+        yield from fail_commands(reason)
+        return
+    yield FunctionCommand(_fail, (reason,), {})
 
 
 @operation()

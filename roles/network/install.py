@@ -254,7 +254,7 @@ def install() -> None:
                "cannot tell which interface carries the SSH session (ip route get $SSH_CONNECTION)" if not mgmt else
                f"{mgmt} carries the SSH session gpuctl is using; the inventory would reconfigure it "
                f"({', '.join(clash)}): gpuctl never touches the management interface")
-        fail_host(name="Refuse to reconfigure the network", reason=why)
+        fail_host(name="Refuse to reconfigure the network", reason=why, remote=True)
         return
     report(name=f"Leave the management interface {mgmt} alone", message=f"{mgmt} carries SSH: never reconfigured")
 

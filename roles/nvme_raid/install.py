@@ -137,12 +137,13 @@ def install() -> None:
 
     if plan.action in ("refuse", "degraded"):
         fail_host(name=f"Refuse to build {plan.array}" if plan.action == "refuse" else f"Report degraded {plan.array}",
-                  reason=describe(plan))
+                  reason=describe(plan), remote=True)
         return
     if plan.action == "present" and not host.get_fact(FsUuid, device=plan.array):
         fail_host(name=f"Refuse to make a filesystem on existing {plan.array}",
                   reason=f"{plan.array} exists (over {', '.join(plan.devices)}) but carries no filesystem; "
-                         "gpuctl makes filesystems only on arrays it has just created — check it and run mkfs by hand")
+                         "gpuctl makes filesystems only on arrays it has just created — check it and run mkfs by hand",
+                  remote=True)
         return
 
     made = None
@@ -174,7 +175,7 @@ def install() -> None:
     if argv is None:  # a command knob is a choice among known commands (gpuctl.knobs), never free text
         fail_host(name="Refuse an unknown initramfs command",
                   reason=f"nvme_raid_initramfs_command {initramfs!r} is not a known command "
-                         "(gpuctl.knobs.INITRAMFS_COMMANDS)")
+                         "(gpuctl.knobs.INITRAMFS_COMMANDS)", remote=True)
         return
     server.shell(name="Rebuild the initramfs so the array assembles at boot",
                  commands=[sh(*argv)], _if=conf.did_change)

@@ -84,9 +84,7 @@ def _unsafe(command: str, payload: str) -> bool:
         if (t == "-c" and i + 1 < len(tokens) and MARK in tokens[i + 1] and tokens[i + 1] != command
                 and _unsafe(tokens[i + 1], payload)):
             return True
-    # a value shown escaped in a refusal message (repr: the newline as \\n) stayed in its token too,
-    # as tests/deploy/test_injection_walk.py accepts
-    return any(MARK in t and payload not in t and repr(payload)[1:-1] not in t for t in tokens)
+    return any(MARK in t and payload not in t for t in tokens)
 
 
 @pytest.mark.deploy
