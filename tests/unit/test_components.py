@@ -111,7 +111,10 @@ def test_component_test_folders_are_found_from_the_component():
     names = {c.name for c in components.registry()}
     folders = {p.parent for p in (ROOT / "tests").glob("*/*/test_*.py")}
     assert {f.name for f in folders} <= names, sorted(f.name for f in folders if f.name not in names)
-    for name, tiers in {"nvme_raid": ("deploy", "unit"), "lustre_client": ("deploy",),
-                        "fabricmanager": ("deploy",), "timesync": ("deploy", "unit")}.items():
+    moved = {"nvme_raid": ("deploy", "unit"), "lustre_client": ("deploy",), "fabricmanager": ("deploy",),
+             "timesync": ("deploy", "unit"), "base": ("deploy",), "nvidia_repo": ("deploy",),
+             "nvidia_driver": ("deploy",), "network": ("deploy",), "bench_tools": ("deploy",),
+             "handover": ("deploy",)}
+    for name, tiers in moved.items():
         for tier in tiers:
             assert list((ROOT / "tests" / tier / name).glob("test_*.py")), f"tests/{tier}/{name}/"
