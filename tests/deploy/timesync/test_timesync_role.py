@@ -47,7 +47,9 @@ def test_fresh_node_gets_chrony_enabled_and_running(fake: Any, tmp_path: Path, o
 
 def test_converged_node_changes_nothing(fake: Any, tmp_path: Path) -> None:
     specs = fake.specs(_inventory(tmp_path, "debian12", timesync_enabled=True), limit=["gpu-01"])
-    resp = _responses("debian12", services=["chrony|enabled|active"])
+    # the services fact is `systemctl show` (gpuctl.parsers.systemd), as the other roles' recordings give it
+    resp = _responses("debian12", services=["Id=chrony.service", "LoadState=loaded", "ActiveState=active",
+                                            "SubState=running", "UnitFileState=enabled"])
     first = fake.run(load_role("timesync").install, specs, responses=resp)["gpu-01"]
     assert first.status == "ok", first.error
     assert not [c for c in first.execute_commands if "systemctl" in c], first.execute_commands
