@@ -1,6 +1,7 @@
 """Role knobs, typed: what each key of roles/*/defaults.yaml may be overridden with.
 
-A knob's default gives its shape (flag, number, string, list, per-OS map); its type here
+A knob's default gives its shape (flag, number, string, list, per-OS map); its type (one of
+the types here, declared beside the knob by its component in roles/<component>/__init__.py)
 says which strings it takes, by construction rather than by a blacklist of characters:
 
 - `Path`    an absolute path in normal form confined to the folder(s) its default lives in
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuctl import components
 from gpuctl.boundary import NAME_MAX, SYSTEM_DIRS, control_character, path_problem, under
 from gpuctl.parsers.kernel import NVIDIA_MODULE_VERSION_FILE
 
@@ -242,12 +244,12 @@ LOGIN_PROBE_COMMANDS: dict[str, tuple[str, ...]] = {
     "echo gpuctl-login-ok": (),
 }
 
-_NVCC = Flags("nvcc", alone=(
+NVCC_FLAGS = Flags("nvcc", alone=(
     r"-O[0-3]", r"-std=c\+\+(11|14|17|20)", r"-g", r"-G", r"-lineinfo", r"--?use_fast_math",
     r"-arch=(sm|compute)_[0-9]{2,3}a?", r"-gencode=arch=compute_[0-9]{2,3}a?,code=(sm|compute)_[0-9]{2,3}a?",
     r"-D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.]+)?", r"-Wno-deprecated-gpu-targets", r"--expt-relaxed-constexpr",
 ))
-_MKFS_XFS = Flags("mkfs.xfs", alone=(r"-q", r"-K"), force_letters="fF", with_arg={
+MKFS_XFS = Flags("mkfs.xfs", alone=(r"-q", r"-K"), force_letters="fF", with_arg={
     "-m": r"(crc|finobt|reflink|rmapbt|bigtime|inobtcount)=[01](,(crc|finobt|reflink|rmapbt|bigtime|inobtcount)=[01])*",
     "-i": r"(size|maxpct|sparse)=[0-9]+",
     "-l": r"(size=[0-9]+[kmg]?|lazy-count=[01]|version=2)(,(size=[0-9]+[kmg]?|lazy-count=[01]|version=2))*",
@@ -255,7 +257,7 @@ _MKFS_XFS = Flags("mkfs.xfs", alone=(r"-q", r"-K"), force_letters="fF", with_arg
     "-L": r"[A-Za-z0-9_-]{1,12}",
 })
 _EXT4_E = r"(lazy_itable_init=[01]|lazy_journal_init=[01]|stride=[0-9]+|stripe[-_]width=[0-9]+|nodiscard|discard)"
-_MKFS_EXT4 = Flags("mkfs.ext4", alone=(r"-q", r"-j", r"-m[0-9]{1,2}"), force_letters="fF", with_arg={
+MKFS_EXT4 = Flags("mkfs.ext4", alone=(r"-q", r"-j", r"-m[0-9]{1,2}"), force_letters="fF", with_arg={
     "-E": rf"{_EXT4_E}(,{_EXT4_E})*",
     "-m": r"[0-9]{1,2}",
     "-L": r"[A-Za-z0-9_-]{1,16}",
@@ -265,125 +267,32 @@ _MKFS_EXT4 = Flags("mkfs.ext4", alone=(r"-q", r"-j", r"-m[0-9]{1,2}"), force_let
     "-b": r"(1024|2048|4096)",
 })
 
-#: /etc files that gpuctl-owned alternatives may also live in.
-_GPUCTL_ETC = "/etc/gpuctl"
+def knob_types() -> dict[str, Type | dict[str, Type]]:
+    """The type of every string knob (a list knob: of its items; a map knob: of its entries,
+    or per entry by a dict), as each component declares it (roles/<component>/__init__.py).
+    tests/unit/test_input_boundary.py checks every string in every defaults.yaml has one and
+    that the defaults pass it."""
+    return components.knob_types()
 
-#: The type of every string knob (a list knob: of its items; a map knob: of its entries,
-#: or per entry by a dict). tests/unit/test_input_boundary.py checks every string in every
-#: defaults.yaml has one and that the defaults pass it.
-KNOBS: dict[str, Type | dict[str, Type]] = {
-    # base
-    "base_kernel_cmdline_extra": CMDLINE_WORD,
-    "base_grub_dropin": Path(("/etc/default/grub.d",)),
-    "base_blacklist_file": Path(("/etc/modprobe.d",)),
-    "base_sysctl_file": Path(("/etc/sysctl.d",)),
-    "base_limits_file": Path(("/etc/security/limits.d",)),
-    "base_unattended_upgrades_file": Path(("/etc/apt/apt.conf.d",)),
-    "base_packages_apt": PACKAGE,
-    "base_packages_dnf": PACKAGE,
-    # bench_tools
-    "bench_tools_packages_apt": PACKAGE,
-    "bench_tools_packages_dnf": PACKAGE,
-    "bench_tools_mpi_home_apt": Path(("/usr/lib", "/usr/lib64", "/usr/local", "/opt"), is_dir=True),
-    "bench_tools_mpi_home_dnf": Path(("/usr/lib", "/usr/lib64", "/usr/local", "/opt"), is_dir=True),
-    "bench_tools_nccl_tests_version": VERSION,
-    "bench_tools_nccl_tests_sha256": SHA256,
-    "bench_tools_nccl_tests_source": Url(schemes=("https", "http", "file"), words=("auto", "github", "mirror")),
-    "bench_tools_nccl_tests_github_url": Url(schemes=("https",)),
-    "bench_tools_nccl_tests_dir": Path(("/opt/gpuctl",), template=True),
-    "bench_tools_bin_dir": Path(("/usr/local/bin", "/usr/local/sbin", "/opt/gpuctl"), is_dir=True),
-    "bench_tools_nccl_tests_package": PACKAGE,
-    "bench_tools_bwprobe_source_path": Path(("/opt/gpuctl",)),
-    "bench_tools_bwprobe_binary": Path(("/usr/local/bin", "/usr/local/sbin", "/opt/gpuctl")),
-    "bench_tools_bwprobe_nvcc_flags": _NVCC,
-    "bench_tools_bwprobe_package": PACKAGE,
-    # cuda, dcgm, fabricmanager
-    "cuda_profile_file": Path(("/etc/profile.d",)),
-    "cuda_home_pattern": Path(("/usr/local", "/opt"), template=True),
-    "dcgm_service": UNIT,
-    "fabricmanager_service": UNIT,
-    # gds
-    "gds_cufile_path": Path((_GPUCTL_ETC,), files=("/etc/cufile.json",)),
-    "gds_modules_load_file": Path(("/etc/modules-load.d",)),
-    "gds_module": MODULE,
-    "gds_logging_dir": Path(("/var/log",), is_dir=True),
-    "gds_logging_level": Choice(("ERROR", "WARN", "INFO", "DEBUG", "TRACE"), "cuFile log level"),
-    # handover
-    "handover_shell": Path(("/bin", "/usr/bin", "/usr/local/bin")),
-    "handover_sudoers_dir": Path(files=("/etc/sudoers.d",)),
-    "handover_sudoers_prefix": PREFIX,
-    "handover_sudo_rule": Choice(("ALL=(ALL:ALL) NOPASSWD: ALL", "ALL=(ALL) NOPASSWD: ALL"),
-                                 "sudo rule (the accounts have no password: NOPASSWD rules only)"),
-    "handover_groups": GROUP,
-    "handover_login_probe_command": Choice(LOGIN_PROBE_COMMANDS, "login probe command"),
-    # lustre_client
-    "lustre_client_modprobe_conf": Path(("/etc/modprobe.d",)),
-    "lustre_client_module": MODULE,
-    "lustre_client_mount_options_extra": MountOptions(),
-    # network
-    "network_renderer": Choice(("ifupdown", "netplan", "networkmanager"), "network renderer"),
-    "network_ifupdown_dir": Path(files=("/etc/network/interfaces.d",)),
-    "network_ifupdown_prefix": PREFIX,
-    "network_netplan_file": Path(("/etc/netplan",)),
-    "network_nm_dir": Path(files=("/etc/NetworkManager/system-connections",)),
-    "network_nccl_conf": Path((_GPUCTL_ETC,), files=("/etc/nccl.conf",)),
-    "network_modules_file": Path(("/etc/modules-load.d",)),
-    "network_roce_qos_script": Path(("/usr/local/sbin", "/usr/local/bin")),
-    "network_roce_qos_unit": Word(r"[A-Za-z0-9][A-Za-z0-9_.@:-]*\.service", "systemd service name (….service)"),
-    "network_soft_roce_unit_prefix": PREFIX,
-    "network_packages": PACKAGE,
-    # nvidia_driver
-    "nvidia_driver_confirm_command": Choice(CONFIRM_COMMANDS, "confirm command"),
-    "nvidia_driver_dnf_stream_suffix_open": Word(r"(-[a-z0-9]+)?", "dnf stream suffix (like -open)"),
-    "nvidia_driver_dnf_stream_suffix_proprietary": Word(r"(-[a-z0-9]+)?", "dnf stream suffix (like -dkms)"),
-    "nvidia_driver_persistenced_service": UNIT,
-    # nvidia_repo
-    "nvidia_repo_key_file_apt": Path(("/etc/apt/keyrings", "/usr/share/keyrings")),
-    "nvidia_repo_key_file_dnf": Path(("/etc/pki/rpm-gpg",)),
-    "nvidia_repo_sources_file": Path(("/etc/apt/sources.list.d",)),
-    "nvidia_repo_preferences_file": Path(("/etc/apt/preferences.d",)),
-    "nvidia_repo_pin_globs": GLOB,
-    "nvidia_repo_distro_origins": ORIGIN,
-    "nvidia_repo_apt_proxy_file": Path(("/etc/apt/apt.conf.d",)),
-    "nvidia_repo_dnf_repo_file": Path(("/etc/yum.repos.d",)),
-    "nvidia_repo_dnf_repo_id": REPO_ID,
-    # nvme_raid
-    "nvme_raid_metadata": Choice(("1.2", "1.1", "1.0"), "mdadm superblock format"),
-    "nvme_raid_mount_options": MountOptions(),
-    "nvme_raid_mkfs_options": {"xfs": _MKFS_XFS, "ext4": _MKFS_EXT4},
-    "nvme_raid_mdadm_conf": Path(files=("/etc/mdadm/mdadm.conf", "/etc/mdadm.conf")),
-    "nvme_raid_initramfs_command": Choice(INITRAMFS_COMMANDS, "initramfs command"),
-    "nvme_raid_packages": PACKAGE,
-    # package_mirror
-    "package_mirror_bind_address": Address(),
-    "package_mirror_conf_file": Path(("/etc/apt-cacher-ng",)),
-    "package_mirror_cache_dir": Path(("/var/cache/apt-cacher-ng", "/srv", "/data"), is_dir=True),
-    "package_mirror_packages": PACKAGE,
-    "package_mirror_user_ports": Word(r"[1-9][0-9]{0,4}", "port number"),
-    "package_mirror_service": UNIT,
-    # peermem
-    "peermem_modules_load_file": Path(("/etc/modules-load.d",)),
-    "peermem_module": MODULE,
-    # the training environment and its wheelhouse (roles/train_env, package_mirror_wheels*):
-    # typed here ahead of the branch that adds them (i16-trainenv), so they are not refused
-    # as untyped once both are merged
-    "package_mirror_wheels_dir": Path(("/var/cache/gpuctl-wheels", "/srv", "/data"), is_dir=True),
-    "train_env_build": Choice(("cuda", "cpu"), "training environment build"),
-    "train_env_path": Path(("/opt/gpuctl",)),
-    "train_env_lock_file": Path(("/opt/gpuctl",)),
-    "train_env_probe_file": Path(("/opt/gpuctl",)),
-    "train_env_profile_file": Path(("/etc/profile.d",)),
-    "train_env_index_url": Url(schemes=("https", "http", "file"), words=("",)),
-    "train_env_python_package": Word(r"[A-Za-z0-9][A-Za-z0-9.+_~-]*(\{python\}[A-Za-z0-9.+_~-]*)?",
-                                     "package name ({python} allowed)"),
-}
 
-#: Knobs whose value is a list of tokens (a flags knob): its string default is not one word.
-FLAG_KNOBS = frozenset({"bench_tools_bwprobe_nvcc_flags", "nvme_raid_mkfs_options"})
+def flag_knobs() -> frozenset[str]:
+    """Knobs whose value is a list of tokens (a flags knob): its string default is not one word."""
+    def flags(t: Type | dict[str, Type]) -> bool:
+        return any(isinstance(x, Flags) for x in (t.values() if isinstance(t, dict) else (t,)))
+    return frozenset(k for k, t in knob_types().items() if flags(t))
+
+
+def __getattr__(name: str) -> Any:
+    """`KNOBS` and `FLAG_KNOBS`, read from the component registry when first asked for."""
+    if name == "KNOBS":
+        return knob_types()
+    if name == "FLAG_KNOBS":
+        return flag_knobs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _type_of(key: str, entry: str | int | None) -> Type | None:
-    t = KNOBS.get(key)
+    t = knob_types().get(key)
     if isinstance(t, dict):
         return t.get(str(entry)) if entry is not None else None
     return t
@@ -392,7 +301,7 @@ def _type_of(key: str, entry: str | int | None) -> Type | None:
 def _judge(t: Type | None, value: Any, sub: Sub, out: list[tuple[Sub, str]], key: str) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
-            _judge(_type_of(key, k) if isinstance(KNOBS.get(key), dict) else t, v, (*sub, k), out, key)
+            _judge(_type_of(key, k) if isinstance(knob_types().get(key), dict) else t, v, (*sub, k), out, key)
         return
     if isinstance(value, list) and not isinstance(t, Flags):
         for i, v in enumerate(value):
@@ -413,7 +322,7 @@ def _judge(t: Type | None, value: Any, sub: Sub, out: list[tuple[Sub, str]], key
         out.append((sub, f"holds the control character {control_character(value)}"))
         return
     if t is None:
-        out.append((sub, f"{value!r}: this setting has no declared type (gpuctl.knobs.KNOBS); refused"))
+        out.append((sub, f"{value!r}: this setting has no declared type (roles/<component>/__init__.py); refused"))
         return
     problem = t.problem(value)
     if problem:

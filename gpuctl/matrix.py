@@ -16,15 +16,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gpuctl.components import matrix_parts
 from gpuctl.errors import InputError
 from gpuctl.paths import matrices_dir
 from gpuctl.validation import validate_document
 from gpuctl.yamlsrc import SourceMap, load_yaml
 
 OS_FAMILIES: tuple[str, ...] = ("ubuntu2204", "ubuntu2404", "debian12", "rhel9")
-COMPONENTS: tuple[str, ...] = (
-    "driver", "persistenced", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm", "ofed", "gds", "lustre",
-)
+#: The matrix parts a matrix may list packages for: declared by the components that install
+#: them (`Component.parts`, roles/<component>/__init__.py), in provision order.
+COMPONENTS: tuple[str, ...] = matrix_parts()
 OsFamily = Literal["ubuntu2204", "ubuntu2404", "debian12", "rhel9"]
 
 # e.g. "1:4.5.2-1", "570.133.20-0ubuntu1", "2.25.1-1+cuda12.8", "3:570.133.20-1.el9"

@@ -31,6 +31,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
 from gpuctl.boundary import control_character
+from gpuctl.components import defaults, spec_knobs
 from gpuctl.deploy_context import node_spec, run_options
 from gpuctl.errors import InputError
 from gpuctl.knobs import knob_problems
@@ -40,7 +41,7 @@ from gpuctl.parsers.files import FileState
 from gpuctl.parsers.kernel import LoadedModule
 from gpuctl.parsers.packages import PackageSnapshot, normalize_evr
 from gpuctl.parsers.systemd import UnitState
-from gpuctl.paths import roles_dir, templates_dir
+from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
 
 # the one quoting place and its composers (re-exported: roles import them from here)
@@ -48,7 +49,7 @@ from gpuctl.shellcmd import OR_TRUE as OR_TRUE
 from gpuctl.shellcmd import QUIET as QUIET
 from gpuctl.shellcmd import and_then, pipe, sh
 from gpuctl.shellcmd import or_else as or_else
-from gpuctl.yamlsrc import load_yaml, parse_yaml
+from gpuctl.yamlsrc import parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -134,19 +135,53 @@ def sha256_text(text: str) -> str:
 
 # ------------------------------------------------------------------ failing a host
 
+def _refuse(host, reason: str) -> bool:
+    lines = reason.splitlines() or [""]
+    log = logging.getLogger("pyinfra").error
+    for i, line in enumerate(lines):
+        host.log_styled(f"refused: {line}" if i == 0 else line, fg="red", log_func=log)
+    return False
+
+
+# The two callbacks differ only in name: `gpuctl plan` prints it ("python: _fail"), and the plan
+# of every example inventory is held unchanged (tests/deploy/test_plan_golden.py).
+def _fail(state, host, reason: str) -> bool:  # pyinfra passes (state, host) by these names
+    return _refuse(host, reason)
+
+
+def _fail_now(state, host, reason: str) -> bool:
+    return _refuse(host, reason)
+
+
+def fail_commands(reason: str):
+    """The commands that fail this host with `reason`, also from an operation that decides at
+    execute time (`yield from fail_commands(...)`): on a real host the remote command's stderr
+    carries the reason (so it reaches the run summary) and exits 1; the Python callback fails
+    the host whatever the connector, and logs it."""
+    yield sh("printf", "%s\\n", reason) + " >&2; exit 1"
+    yield FunctionCommand(_fail_now, (reason,), {})
+
+
 @operation(is_idempotent=False)
-def fail_host(reason: str):
-    """Fail this host (only) with `reason`; the other hosts carry on.
+def fail_host(reason: str, remote: bool = False):
+    """Fail this host (only) with `reason`; the other hosts carry on; changes nothing.
 
     Raising in a deploy at prepare time would stop every host, so a refusal is an
-    operation whose one command returns False when executed.
+    operation whose command returns False when executed. `remote=True`: through
+    `fail_commands`, so the reason is also the remote command's stderr.
     """
+    if remote:
+        yield from fail_commands(reason)
+        return
+    yield FunctionCommand(_fail, (reason,), {})
 
-    def _fail(state, host) -> bool:  # pyinfra passes (state, host) by these names
-        host.log_styled(f"refused: {reason}", fg="red", log_func=logging.getLogger("pyinfra").error)
-        return False
 
-    yield FunctionCommand(_fail, (), {})
+@operation()
+def report(message: str):
+    """Tell the operator something (a note, "not applicable on rxe0") without changing anything:
+    plan and summary show it; nothing runs on the host."""
+    host.noop(message)
+    yield from ()
 
 
 # ------------------------------------------------------------------ packages
@@ -383,14 +418,6 @@ def grubby_args(args: Sequence[str], boot: BootState):
     yield sh("grubby", "--update-kernel=ALL") + " --args=" + sh(" ".join(todo))
 
 
-@operation()
-def not_applicable(reason: str):
-    """A visible noop for work that does not apply to this node (e.g. kernel work on a
-    container lab node): plan and summary show the reason; nothing runs on the host."""
-    host.noop(reason)
-    yield from ()
-
-
 @operation(is_idempotent=False)
 def sysctl_apply(path: str):
     """Load one sysctl drop-in now (gate with `_if=` on the file's change)."""
@@ -443,14 +470,16 @@ def role_knobs(role: str) -> dict[str, object]:
     values are judged here by the same typed rule (`gpuctl.knobs.knob_problems`), and a
     value it refuses raises InputError (the host fails before any command).
     """
-    path = roles_dir() / role / "defaults.yaml"
-    data = load_yaml(path)[0] or {}
+    data = defaults(role)
     extra = run_options().extra
     out: dict[str, object] = {}
     for key, value in data.items():
         override = host.data.get(key)
         if override is None and key in extra:
             override = parse_yaml(extra[key], f"--var {key}")[0]
+        if override is not None and key in spec_knobs():
+            raise InputError(f"{key}: names what install and verify both read from the NodeSpec; set it in the "
+                             "inventory's role_vars, not in host data or --extra (refused)")
         if override is not None:
             bad = knob_problems(key, override)
             if bad:

@@ -12,13 +12,11 @@ from __future__ import annotations
 import ipaddress
 import urllib.parse
 from collections.abc import Iterable, Sequence
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from gpuctl.components import defaults
 from gpuctl.errors import InputError
 from gpuctl.inventory import LoadedInventory
-from gpuctl.paths import roles_dir
-from gpuctl.yamlsrc import load_yaml
 
 if TYPE_CHECKING:  # NodeSpec's module imports this one (spec.resolve applies the cache)
     from gpuctl.spec import NodeSpec, RepoSpec
@@ -28,20 +26,15 @@ LOOPBACK = "127.0.0.1"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-@cache
-def _role_defaults() -> dict[str, Any]:
-    return load_yaml(roles_dir() / "package_mirror" / "defaults.yaml")[0] or {}
-
-
 def cache_port(loaded: LoadedInventory) -> int:
     """The cache's port: the inventory's `role_vars.package_mirror_port`, else the role's default."""
     override = loaded.inventory.role_vars.get("package_mirror_port")
-    return int(override if override is not None else _role_defaults()["package_mirror_port"])
+    return int(override if override is not None else defaults("package_mirror")["package_mirror_port"])
 
 
 def _knob(loaded: LoadedInventory, key: str) -> Any:
     override = loaded.inventory.role_vars.get(key)
-    return override if override is not None else _role_defaults()[key]
+    return override if override is not None else defaults("package_mirror")[key]
 
 
 def wheels_port(loaded: LoadedInventory) -> int | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gpuctl.components import delivery_roles
 from gpuctl.deploy_context import RunOptions
 from gpuctl.errors import InputError
 from gpuctl.inventory import LoadedInventory
@@ -29,12 +30,11 @@ from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
 
-DELIVERY_ROLES: tuple[str, ...] = ("handover", "package_mirror")
-
 
 def load_delivery_role(name: str, base: Path | None = None) -> ModuleType:
-    """Load `roles/<name>/install.py` for a role outside ROLE_ORDER (handover, mirror)."""
-    return load_role(name, base, known=DELIVERY_ROLES)
+    """Load `roles/<name>/install.py` for a role outside ROLE_ORDER (handover, mirror: the
+    components declared `delivery=True`)."""
+    return load_role(name, base, known=delivery_roles())
 
 
 @dataclass

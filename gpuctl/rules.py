@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpuctl.catalog import Sku
+from gpuctl.components import required_parts
 from gpuctl.matrix import OS_FAMILIES, Matrix, TrainLock
 from gpuctl.paths import catalog_dir
 from gpuctl.validation import validate_document
@@ -302,7 +303,7 @@ def _pinned(c: RuleContext) -> list[RuleResult]:
         if not comps:
             out.append(RuleResult("packages-pinned", "fail", f"no packages listed for {os_family}"))
             continue
-        for comp in ("driver", "cuda", "cudnn", "nccl", "dcgm"):
+        for comp in required_parts():
             if not comps.get(comp):
                 out.append(RuleResult("packages-pinned", "fail", f"{os_family}: component {comp} lists no package"))
         if not out:

@@ -16,20 +16,30 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpuctl.catalog import Threshold
+from gpuctl.components import (
+    Module,
+    When,
+    container_reasons,
+    defaults,
+    knob_value,
+    provision_order,
+    provisioned,
+    resolve_reasons,
+)
 from gpuctl.errors import InputError
 from gpuctl.inventory import Inventory, LoadedInventory, Node
 from gpuctl.matrix import Package
 from gpuctl.parsers.nccl_env import exact_list
-from gpuctl.paths import catalog_dir, roles_dir
+from gpuctl.paths import catalog_dir
 from gpuctl.repocache import apply_cache
 from gpuctl.rules import check_matrix, failures
 from gpuctl.yamlsrc import load_yaml
 
-# Provision order (design.md). A role is skipped on a node when its spec says so.
-ROLE_ORDER: tuple[str, ...] = (
-    "base", "nvidia_repo", "nvidia_driver", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm",
-    "ofed", "peermem", "gds", "network", "nvme_raid", "lustre_client", "bench_tools", "train_env",
-)
+#: Provision order (design.md), read from the component registry (roles/<component>/__init__.py).
+#: A role is skipped on a node when its spec says so (`NodeSpec.roles`). On "container" nodes
+#: (lab.kind in the inventory, written by `gpuctl lab up --kind container`) the components that
+#: need a kernel of the node's own are not applicable (`Component.container` says why).
+ROLE_ORDER: tuple[str, ...] = provision_order()
 
 
 class _Spec(BaseModel):
@@ -221,7 +231,7 @@ def train_env_spec(matrix: Any, os_family: str, build: str = "cuda") -> TrainEnv
 def train_env_build(inv: Inventory) -> str:
     """The training environment build this inventory asks for: role_vars.train_env_build
     (typed: cuda | cpu, gpuctl.knobs), else roles/train_env's default."""
-    return str(inv.role_vars.get("train_env_build", _train_env_defaults().get("train_env_build", "cuda")))
+    return str(knob_value("train_env_build", inv.role_vars))
 
 
 class NodeSpec(_Spec):
@@ -272,6 +282,14 @@ class NodeSpec(_Spec):
         if key in self.sysctl_minimums and want.isdigit():
             return value.isdigit() and int(value) >= int(want)
         return value == want
+
+    def service(self, part: str) -> str:
+        """The unit of a matrix part's service, as resolved once from its knob (role_vars, else
+        the component's default): what install enables and verify checks."""
+        for s in self.services:
+            if s.component == part:
+                return s.name
+        raise KeyError(f"{self.node}: no service of {part} in this spec")
 
     def pins(self, component: str) -> list[str]:
         c = self.components.get(component)
@@ -361,54 +379,31 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
     fam = inv.cluster.os_family
     nvswitch = sku.nvlink.nvswitch
     fabric = _fabric(loaded, node)
-    has_fabric = fabric.type != "none"
     lustre = inv.storage.lustre
 
-    def comp(name: str, version: str, enabled: bool = True, reason: str = "") -> ComponentSpec:
-        return ComponentSpec(name=name, version=version, packages=matrix.packages_for(fam, name),
-                             enabled=enabled, reason=reason)
-
-    components = {
-        "driver": comp("driver", matrix.driver.version),
-        "persistenced": comp("persistenced", matrix.driver.version),
-        "fabricmanager": comp("fabricmanager", matrix.fabricmanager.version, nvswitch,
-                              "" if nvswitch else f"{sku.name} has no NVSwitch"),
-        "cuda": comp("cuda", matrix.cuda.full_version),
-        "cudnn": comp("cudnn", matrix.cudnn.version),
-        "nccl": comp("nccl", f"{matrix.nccl.version}+cuda{matrix.nccl.cuda}"),
-        "dcgm": comp("dcgm", matrix.dcgm.version),
-    }
-    ofed_on = matrix.ofed is not None and has_fabric
-    ofed_reason = "" if ofed_on else ("no fabric in the inventory" if not has_fabric else "matrix pins no OFED")
-    components["ofed"] = comp("ofed", matrix.ofed.version if matrix.ofed else "", ofed_on, ofed_reason)
-    gds_on = matrix.gds is not None and ofed_on
-    components["gds"] = comp("gds", matrix.gds.version if matrix.gds else "", gds_on,
-                             "" if gds_on else "GDS needs OFED on a fabric")
-    lustre_on = lustre is not None and matrix.lustre is not None
-    components["lustre"] = comp("lustre", matrix.lustre.version if matrix.lustre else "", lustre_on,
-                                "" if lustre_on else "no Lustre in the inventory")
-    for c in components.values():
-        if c.enabled and not c.packages:
-            raise InputError(f"matrix {matrix.name} lists no {fam} packages for component {c.name}")
-
-    services = [
-        ServiceSpec(name="nvidia-persistenced", component="persistenced"),
-        ServiceSpec(name="nvidia-dcgm", component="dcgm"),
-    ]
-    if nvswitch:
-        services.append(ServiceSpec(name="nvidia-fabricmanager", component="fabricmanager"))
-    modules = [
-        ModuleSpec(name="nvidia", component="driver", version=matrix.driver.version),
-        ModuleSpec(name="nvidia_uvm", component="driver"),
-    ]
-    if ofed_on:
-        modules.append(ModuleSpec(name="nvidia_peermem", component="peermem"))
-    if gds_on:
-        modules.append(ModuleSpec(name="nvidia_fs", component="gds"))
-    if fabric.soft_roce:
-        modules.append(ModuleSpec(name="rdma_rxe", component="network"))
-    if inv.vlans:
-        modules.append(ModuleSpec(name="8021q", component="network"))
+    when = When(sku=sku.name, package_manager=_package_manager(fam), nvswitch=nvswitch, fabric=fabric.type,
+                soft_roce=fabric.soft_roce, vlans=bool(inv.vlans), raid=inv.storage.raid is not None,
+                lustre=lustre is not None, matrix=matrix, role_vars=inv.role_vars)
+    roles = resolve_reasons(when)
+    components: dict[str, ComponentSpec] = {}
+    services: list[ServiceSpec] = []
+    modules: list[ModuleSpec] = []
+    for c in provisioned():
+        reason = roles[c.name]
+        for part in c.parts:
+            components[part.name] = ComponentSpec(
+                name=part.name, version=part.version(matrix), packages=matrix.packages_for(fam, part.name),
+                enabled=not reason, reason=reason)
+        if reason:
+            continue
+        services += [ServiceSpec(name=_unit(when.knob(s.knob), when.package_manager), component=s.part or c.name)
+                     for s in c.services]
+        modules += [ModuleSpec(name=_module_name(m, when), component=m.part or c.name,
+                               version=components[m.part].version if m.versioned else None)
+                    for m in c.modules if m.when is None or m.when(when)]
+    for comp in components.values():
+        if comp.enabled and not comp.packages:
+            raise InputError(f"matrix {matrix.name} lists no {fam} packages for component {comp.name}")
 
     vlans = tuple(
         VlanSpec(
@@ -450,29 +445,16 @@ def resolve_node(loaded: LoadedInventory, node: Node) -> NodeSpec:
         min_cpu_memory_gib=min_mem, min_cpu_memory_source=min_mem_src,
         fabric_rate_gbps=fabric.rate_gbps,
     )
-    roles = {
-        "base": "", "nvidia_repo": "", "nvidia_driver": "",
-        "fabricmanager": components["fabricmanager"].reason,
-        "cuda": "", "cudnn": "", "nccl": "", "dcgm": "",
-        "ofed": components["ofed"].reason,
-        "peermem": "" if ofed_on else "nvidia-peermem needs OFED on a fabric",
-        "gds": components["gds"].reason,
-        "network": "" if (has_fabric or vlans) else "no fabric and no VLANs in the inventory",
-        "nvme_raid": "" if raid else "no storage.raid in the inventory",
-        "lustre_client": components["lustre"].reason,
-        "bench_tools": "",
-        "train_env": _train_env_reason(inv, matrix),
-    }
     kind = node_kind(inv)
     if kind == "container":
-        for role, why in KERNEL_FEATURE_ROLES.items():
+        for role, why in container_reasons().items():
             if not roles[role]:
                 roles[role] = f"not applicable in this node kind (container: {why})"
     return NodeSpec(
         cluster=inv.cluster.name, node=node.name, address=node.address,
         ssh_port=node.ssh_port or inv.ssh.port, ssh_user=inv.ssh.user,
         management_interface=inv.management.interface,
-        os=inv.cluster.os, os_family=fam, package_manager="dnf" if fam == "rhel9" else "apt",
+        os=inv.cluster.os, os_family=fam, package_manager=_package_manager(fam),
         sku=sku.name, matrix=matrix.name, driver_version=matrix.driver.version,
         driver_branch=matrix.driver.branch, driver_flavour=matrix.driver.flavour,
         components=components, services=tuple(services), kernel_modules=tuple(modules),
@@ -498,49 +480,31 @@ def _train_env_index(te: TrainEnvSpec | None, inv: Inventory) -> TrainEnvSpec | 
     return te.model_copy(update={"index_url": inv.repos.mirror.rstrip("/") + "/gpuctl/wheels/simple"})
 
 
-def _train_env_reason(inv: Inventory, matrix: Any) -> str:
-    """Why roles/train_env does not run here ("" = it runs): the matrix pins no training
-    environment (or no CPU build where the inventory asks for one), or the inventory turns
-    it off (role_vars.train_env_enabled: false)."""
-    if matrix.train_env is None:
-        return "matrix pins no training environment"
-    if train_env_build(inv) == "cpu" and matrix.train_env.cpu is None:
-        return "role_vars.train_env_build is cpu; the matrix pins no train_env.cpu"
-    enabled = inv.role_vars.get("train_env_enabled", _train_env_defaults().get("train_env_enabled", True))
-    return "" if enabled is not False else "role_vars.train_env_enabled is false"
-
-
 def train_env_knob(spec: NodeSpec, key: str) -> Any:
     """A roles/train_env knob as this node's inventory sets it (role_vars), else its default:
     where the role put the environment (`train_env_path`), its probe, … — for the checks, the
     lock read and the bench, which run outside the role's deploy."""
-    return spec.role_vars.get(key, train_env_default(key))
+    return knob_value(key, spec.role_vars)
 
 
 def train_env_default(key: str) -> Any:
     """A roles/train_env knob's default (its defaults.yaml), e.g. where the environment lives."""
-    return _train_env_defaults().get(key)
+    return defaults("train_env").get(key)
 
 
-@cache
-def _train_env_defaults() -> dict[str, Any]:
-    path = roles_dir() / "train_env" / "defaults.yaml"
-    data, _ = load_yaml(path) if path.is_file() else ({}, None)
-    return dict(data or {})
+def _package_manager(os_family: str) -> Literal["apt", "dnf"]:
+    return "dnf" if os_family == "rhel9" else "apt"
 
 
-#: Roles that need a kernel of the node's own; on "container" nodes (lab.kind in the
-#: inventory, written by `gpuctl lab up --kind container`) they are not applicable.
-KERNEL_FEATURE_ROLES: dict[str, str] = {
-    "nvidia_driver": "shares the host kernel; cannot load the nvidia module or reboot",
-    "fabricmanager": "shares the host kernel; needs the nvidia module and NVSwitch devices",
-    "ofed": "shares the host kernel; cannot load HCA kernel modules",
-    "peermem": "shares the host kernel; cannot load nvidia_peermem",
-    "gds": "shares the host kernel; cannot load nvidia_fs",
-    "network": "shares the host kernel; cannot create VLAN or RDMA (rxe) devices",
-    "nvme_raid": "has no block devices of its own for md RAID",
-    "lustre_client": "shares the host kernel; cannot load lustre/lnet modules",
-}
+def _unit(value: Any, package_manager: str) -> str:
+    """A service knob's unit: the value, or its entry for this package manager."""
+    return str(value[package_manager] if isinstance(value, dict) else value)
+
+
+def _module_name(m: Module, when: When) -> str:
+    """A module as /proc/modules names it ('_' where modprobe also takes '-'): the declared
+    name, else its knob's value (the name the role loads)."""
+    return (m.name or str(when.knob(m.knob))).replace("-", "_")
 
 
 def node_kind(inv: Inventory) -> Literal["machine", "container"]:

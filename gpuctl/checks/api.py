@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from gpuctl.components import component, part_owner
 from gpuctl.healthpolicy import judge_firmware
 from gpuctl.spec import NodeSpec
 
@@ -28,7 +29,6 @@ from .model import CheckFailure, CouldNotRun, Remediation
 from .probe import Probe
 
 __all__ = [
-    "COMPONENT_ROLE",
     "CheckFailure",
     "CouldNotRun",
     "Remediation",
@@ -36,6 +36,7 @@ __all__ = [
     "check_package_held",
     "check_package_pinned",
     "check_service_active",
+    "component_checks",
     "expect",
     "fail",
     "for_each",
@@ -49,12 +50,10 @@ __all__ = [
 
 ItemsFn = Callable[[NodeSpec], list[str]]
 
-# Which role installs (and so verifies) each matrix component.
-COMPONENT_ROLE: dict[str, str] = {
-    "driver": "nvidia_driver", "persistenced": "nvidia_driver", "fabricmanager": "fabricmanager", "cuda": "cuda",
-    "cudnn": "cudnn", "nccl": "nccl", "dcgm": "dcgm", "ofed": "ofed", "peermem": "peermem", "gds": "gds",
-    "lustre": "lustre_client", "network": "network",
-}
+
+def _owner(name: str) -> str:
+    """The role that installs (and so verifies) a matrix part, or a component's own name."""
+    return part_owner().get(name, name)
 
 
 ITEMS_ATTR = "_gpuctl_items"
@@ -127,7 +126,7 @@ def judge_firmware_lock(spec: Any, found: dict[str, str], locked: dict[str, str]
 
 
 def _role_components(role: str) -> list[str]:
-    return [c for c, r in COMPONENT_ROLE.items() if r == role]
+    return [p.name for p in component(role).parts]
 
 
 def packages_of(role: str) -> ItemsFn:
@@ -140,13 +139,13 @@ def packages_of(role: str) -> ItemsFn:
 
 def services_of(role: str) -> ItemsFn:
     def items(spec: NodeSpec) -> list[str]:
-        return [s.name for s in spec.services if COMPONENT_ROLE.get(s.component) == role]
+        return [s.name for s in spec.services if _owner(s.component) == role]
     return items
 
 
 def modules_of(role: str) -> ItemsFn:
     def items(spec: NodeSpec) -> list[str]:
-        return [m.name for m in spec.kernel_modules if COMPONENT_ROLE.get(m.component) == role]
+        return [m.name for m in spec.kernel_modules if _owner(m.component) == role]
     return items
 
 
@@ -196,6 +195,38 @@ def check_service_active(spec: NodeSpec, probe: Probe, name: str) -> None:
         expect(unit.unit_file in ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated"),
                f"{name} is not enabled at boot ({unit.unit_file or 'unknown'})", expected="enabled",
                found=unit.unit_file or "unknown", remediation=Remediation.RECONFIGURE)
+
+
+def component_checks(role: str) -> dict[str, Callable[..., Any]]:
+    """The checks a component's declaration implies (roles/<role>/__init__.py), for its
+    checks.py to take in with `globals().update(component_checks(ROLE))`: its matrix parts'
+    packages pinned and held, its services active, its kernel modules loaded — each only
+    where it declares one. New functions per call (each role's own `for_each` items)."""
+    declared = component(role)
+    out: dict[str, Callable[..., Any]] = {}
+    if declared.parts:
+        @for_each(packages_of(role))
+        def test_package_pinned(host: Any, spec: NodeSpec, probe: Probe, item: str) -> None:
+            check_package_pinned(spec, probe, item)
+
+        @for_each(packages_of(role))
+        def test_package_held(host: Any, spec: NodeSpec, probe: Probe, item: str) -> None:
+            check_package_held(spec, probe, item)
+
+        out.update(test_package_pinned=test_package_pinned, test_package_held=test_package_held)
+    if declared.services:
+        @for_each(services_of(role))
+        def test_service_active(host: Any, spec: NodeSpec, probe: Probe, item: str) -> None:
+            check_service_active(spec, probe, item)
+
+        out["test_service_active"] = test_service_active
+    if declared.modules:
+        @for_each(modules_of(role))
+        def test_module_loaded(host: Any, spec: NodeSpec, probe: Probe, item: str) -> None:
+            check_module_loaded(spec, probe, item)
+
+        out["test_module_loaded"] = test_module_loaded
+    return out
 
 
 def check_module_loaded(spec: NodeSpec, probe: Probe, name: str) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuctl.catalog import load_health
+from gpuctl.components import knob_value, provisioned
 from gpuctl.errors import ParseError
 from gpuctl.parsers.boot import BOOT_SCRIPT, BootState, parse_boot
 from gpuctl.parsers.files import parse_tail_bundle
@@ -74,12 +75,19 @@ from .model import CouldNotRun, Remediation
 log = logging.getLogger(__name__)
 
 COMMAND_TIMEOUT_S = 120
-NCCL_CONF = "/etc/nccl.conf"
-# Files read in one `tail -n +1` bundle (plus per-spec ones: sysctl, keyring, …).
+# Files read in one `tail -n +1` bundle (plus per-spec ones: sysctl, keyring, nccl.conf, …).
 STATIC_FILES: tuple[str, ...] = (
     "/proc/modules", "/proc/meminfo", "/proc/cmdline", "/proc/mounts", "/proc/mdstat",
-    NVIDIA_MODULE_VERSION_FILE, NVIDIA_DRIVER_VERSION_FILE, NCCL_CONF,
+    NVIDIA_MODULE_VERSION_FILE, NVIDIA_DRIVER_VERSION_FILE,
 )
+
+
+def nccl_conf_path(spec: NodeSpec) -> str:
+    """Where the network role writes nccl.conf on this node (its knob `network_nccl_conf`, as the
+    inventory sets it, else its default): the file the nccl checks read."""
+    return str(knob_value("network_nccl_conf", spec.role_vars))
+
+
 # Shell globs expanded on the host, read in the same bundle.
 STATIC_GLOBS: tuple[str, ...] = ("/etc/modprobe.d/*.conf", "/etc/apt/sources.list.d/*")
 
@@ -142,6 +150,12 @@ def _timeout(cmd: str, seconds: int) -> str:
     """`cmd` under a remote time limit (exit 124 when it runs out); 255 remapped to 254."""
     return f"timeout {seconds} sh -c {shlex.quote(cmd)}; r=$?; [ $r -eq 255 ] && r={REMOTE_255}; exit $r"
 
+
+#: What a component may list in `Component.probes` (roles/<component>/__init__.py): Probe
+#: methods its checks read, in fetch order; "fabric" stands for the RDMA reads this node's
+#: fabric has (rdma_links, verbs_ports, ibstat unless Soft-RoCE, gids on RoCE).
+PREFETCHABLE: tuple[str, ...] = ("nvidia_smi", "topo", "kernel_log", "nvlink_errors", "pci_sysfs", "interfaces",
+                                 "fabric", "md_detail")
 
 #: Commands of one host fetched at once during prefetch (channels on its one connection).
 PREFETCH_CHANNELS = 4
@@ -248,7 +262,7 @@ class Probe:
 
     def file_paths(self) -> list[str]:
         s = self.spec
-        paths = list(STATIC_FILES) + [sysctl_path(k) for k in s.sysctl] + [s.repo.keyring_path]
+        paths = list(STATIC_FILES) + [nccl_conf_path(s)] + [sysctl_path(k) for k in s.sysctl] + [s.repo.keyring_path]
         paths += [f"/sys/class/net/{p.interface}/speed" for p in s.fabric.ports]
         return list(dict.fromkeys(paths))
 
@@ -448,29 +462,24 @@ class Probe:
 
     def prefetch(self, roles: Iterable[str]) -> None:
         """Run the commands the given roles' checks read, so checks find them cached."""
-        wanted = set(roles)
+        declared = [c for c in provisioned() if c.name in set(roles)]
+        reads = {r for c in declared for r in c.probes}
         steps = [("files", self.files)]
-        if wanted & {"nvidia_driver", "fabricmanager", "cuda", "cudnn", "nccl", "dcgm", "ofed", "gds",
-                     "lustre_client"}:
-            steps.append(("packages", self.packages))
+        if any(c.parts for c in declared):  # a component with matrix parts checks its pins and holds
+            steps += [("packages", self.packages), ("holds", self.holds)]
         if self.spec.services:
             steps.append(("units", self.units))
-        if "nvidia_driver" in wanted:
-            steps += [("nvidia_smi", self.nvidia_smi), ("topo", self.topo), ("kernel_log", self.kernel_log)]
-            if self.spec.hardware.gpu_count and self.spec.hardware.nvlink_topo_code:
-                steps.append(("nvlink_errors", self.nvlink_errors))
-        if wanted & {"nvidia_driver", "network"}:
-            steps.append(("pci_sysfs", self.pci_sysfs))
-        if wanted & {"network", "nccl"}:
-            steps.append(("interfaces", self.interfaces))
-            if self.spec.fabric.type != "none":
-                steps += [("rdma_links", self.rdma_links), ("verbs_ports", self.verbs_ports)]
-                if not self.spec.fabric.soft_roce:
-                    steps.append(("ibstat", self.ibstat))
-                if self.spec.fabric.type == "roce":
-                    steps.append(("gids", self.gids))
-        if "nvme_raid" in wanted and self.spec.raid is not None:
-            steps.append(("md_detail", self.md_detail))
+        not_here = {"fabric"} | ({"md_detail"} if self.spec.raid is None else set())
+        if not (self.spec.hardware.gpu_count and self.spec.hardware.nvlink_topo_code):
+            not_here.add("nvlink_errors")  # no NVLink to count errors on
+        steps += [(name, getattr(self, name)) for name in PREFETCHABLE if name in reads and name not in not_here]
+        if "fabric" in reads and self.spec.fabric.type != "none":
+            steps += [("rdma_links", self.rdma_links), ("verbs_ports", self.verbs_ports)]
+            if not self.spec.fabric.soft_roce:
+                steps.append(("ibstat", self.ibstat))
+            if self.spec.fabric.type == "roce":
+                steps.append(("gids", self.gids))
+
         def run(step: Any) -> None:
             if self.unreachable:
                 return

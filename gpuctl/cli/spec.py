@@ -6,6 +6,7 @@ import click
 from rich.table import Table
 
 from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, styled
+from gpuctl.components import component
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
 from gpuctl.matrix import OS_FAMILIES
@@ -44,8 +45,7 @@ def spec(inventory: str, host: str | None, os_family: str | None, as_json: bool)
                          f"matrix {s.matrix}"))
         table = Table("role / component", "packages (pinned, held)", "note")
         for role, reason in s.roles.items():
-            comp = s.components.get(role.replace("nvidia_", "") if role != "nvidia_repo" else "")
-            pins = ", ".join(p.pin for p in comp.packages) if comp and comp.enabled else ""
+            pins = ", ".join(pin for part in component(role).parts for pin in s.pins(part.name))
             table.add_row(role, pins, f"skipped: {reason}" if reason else "")
         out.print(table)
 

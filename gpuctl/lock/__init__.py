@@ -41,7 +41,7 @@ from __future__ import annotations
 from gpuctl.lock.compare import Drift, DriftReport, diff, diff_entry, diff_peers, flatten
 from gpuctl.lock.drifting import drift
 from gpuctl.lock.locking import LockOutcome, lock
-from gpuctl.lock.managed import MANAGED_FILES, ManagedFile, managed_files, per_node_file
+from gpuctl.lock.managed import ManagedFile, managed_files, per_node_file
 from gpuctl.lock.model import (
     LOCK_VERSION,
     FileRef,
@@ -71,7 +71,7 @@ from gpuctl.lock.read import (
 from gpuctl.lock.rebuilding import RebuildOutcome, rebuild
 
 __all__ = [
-    "LOCK_VERSION", "MANAGED_FILES", "READ_TIMEOUT_S", "Drift", "DriftReport", "FileRef", "LockFile", "LockOutcome",
+    "LOCK_VERSION", "READ_TIMEOUT_S", "Drift", "DriftReport", "FileRef", "LockFile", "LockOutcome",
     "LockedPackage", "ManagedFile", "MatrixRef", "NodeLock", "ReadResult", "RebuildOutcome", "build_lock",
     "component_packages", "consensus_entry", "diff", "diff_entry", "diff_peers", "drift", "dump_lock", "flatten",
     "load_lock", "lock", "lock_firmware", "lock_path", "managed_files", "now_iso", "parse_lock", "parse_read",

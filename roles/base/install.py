@@ -29,10 +29,10 @@ from gpuctl.facts.system import BootInfo, FileStates, SysctlValues
 from gpuctl.operations import (
     grubby_args,
     install_packages,
-    not_applicable,
     refresh_grub,
     refresh_initramfs,
     render,
+    report,
     role_knobs,
     sysctl_apply,
     write_file,
@@ -82,7 +82,7 @@ def install() -> None:
                  if spec.node_kind == "container" else "")
     initramfs = "Rebuild the initramfs with " + ", ".join(spec.blacklisted_modules) + " blacklisted"
     if kernel_na:
-        not_applicable(name=initramfs, reason=kernel_na)
+        report(name=initramfs, message=kernel_na)
     else:
         refresh_initramfs(name=initramfs, package_manager=spec.package_manager, _if=blacklist.did_change)
 
@@ -107,7 +107,7 @@ def install() -> None:
                         content=render("base", "sysctl.conf.j2", settings=sysctl_settings(spec, running)),
                         states=files)
     if kernel_na:
-        not_applicable(name="Apply sysctl settings", reason=kernel_na)
+        report(name="Apply sysctl settings", message=kernel_na)
     else:
         sysctl_apply(name="Apply sysctl settings", path=str(k["base_sysctl_file"]), _if=sysctl.did_change)
 

@@ -15,9 +15,9 @@ from gpuctl.operations import ensure_services, install_and_hold, restart_service
 @deploy("dcgm")
 def install() -> None:
     spec = node_spec()
-    k = role_knobs("dcgm")
+    role_knobs("dcgm")  # refuses a unit name given in host data / --extra (the spec holds it)
     comp = spec.components["dcgm"]
-    service = str(k["dcgm_service"])
+    service = spec.service("dcgm")
     snap = read_packages(spec.package_manager)
     services = host.get_fact(ServiceStates, names=(service,))
     was_running = service in services and services[service].active == "active"

@@ -7,31 +7,13 @@ from __future__ import annotations
 from gpuctl import healthpolicy
 from gpuctl.catalog import load_sku
 from gpuctl.checks.api import (
-    check_package_held,
-    check_package_pinned,
-    check_service_active,
-    for_each,
+    component_checks,
     judge_health,
-    packages_of,
-    services_of,
 )
 
 ROLE = "fabricmanager"
 
-
-@for_each(packages_of(ROLE))
-def test_package_pinned(host, spec, probe, item):
-    check_package_pinned(spec, probe, item)
-
-
-@for_each(packages_of(ROLE))
-def test_package_held(host, spec, probe, item):
-    check_package_held(spec, probe, item)
-
-
-@for_each(services_of(ROLE))
-def test_service_active(host, spec, probe, item):
-    check_service_active(spec, probe, item)
+globals().update(component_checks(ROLE))  # packages pinned/held, services, modules (declared)
 
 
 def test_health_nvswitch_fabric(host, spec, probe):

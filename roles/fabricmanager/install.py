@@ -35,7 +35,7 @@ def install() -> None:
     if not comp.enabled:
         log.info("%s: fabricmanager skipped: %s", host.name, comp.reason)
         return
-    k = role_knobs("fabricmanager")
+    role_knobs("fabricmanager")  # refuses a unit name given in host data / --extra (the spec holds it)
     ver = spec.driver_version
     bad = version_mismatches(comp.packages, ver)
     if bad:
@@ -43,7 +43,7 @@ def install() -> None:
                   reason=f"fabric manager must be exactly the driver's version {ver}; the spec pins "
                          + ", ".join(bad))
         return
-    service = str(k["fabricmanager_service"])
+    service = spec.service("fabricmanager")
     snap = read_packages(spec.package_manager)
     services = host.get_fact(ServiceStates, names=(service,))
     was_running = services.get(service) is not None and services[service].active == "active"

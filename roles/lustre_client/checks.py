@@ -4,25 +4,14 @@ from __future__ import annotations
 
 from gpuctl.checks.api import (
     Remediation,
-    check_package_held,
-    check_package_pinned,
+    component_checks,
     expect,
     fail,
-    for_each,
-    packages_of,
 )
 
 ROLE = "lustre_client"
 
-
-@for_each(packages_of(ROLE))
-def test_package_pinned(host, spec, probe, item):
-    check_package_pinned(spec, probe, item)
-
-
-@for_each(packages_of(ROLE))
-def test_package_held(host, spec, probe, item):
-    check_package_held(spec, probe, item)
+globals().update(component_checks(ROLE))  # packages pinned/held, services, modules (declared)
 
 
 def test_lustre_mounted(host, spec, probe):

@@ -6,34 +6,25 @@ from __future__ import annotations
 from gpuctl.checks.api import (
     CouldNotRun,
     Remediation,
-    check_package_held,
-    check_package_pinned,
+    component_checks,
     expect,
     fail,
     for_each,
-    packages_of,
 )
-from gpuctl.checks.probe import NCCL_CONF
+from gpuctl.checks.probe import nccl_conf_path
 from gpuctl.parsers.files import parse_key_values
 from gpuctl.parsers.nccl_env import list_names
 
 ROLE = "nccl"
 
-
-@for_each(packages_of(ROLE))
-def test_package_pinned(host, spec, probe, item):
-    check_package_pinned(spec, probe, item)
-
-
-@for_each(packages_of(ROLE))
-def test_package_held(host, spec, probe, item):
-    check_package_held(spec, probe, item)
+globals().update(component_checks(ROLE))  # packages pinned/held, services, modules (declared)
 
 
 def _conf(probe):
-    text = probe.file(NCCL_CONF)
+    path = nccl_conf_path(probe.spec)
+    text = probe.file(path)
     if text is None:
-        fail(f"{NCCL_CONF} is missing", expected=f"{NCCL_CONF} present", found="missing",
+        fail(f"{path} is missing", expected=f"{path} present", found="missing",
              remediation=Remediation.RECONFIGURE)
     return parse_key_values(text)
 
@@ -42,8 +33,9 @@ def _conf(probe):
 def test_nccl_conf(host, spec, probe, item):
     conf = _conf(probe)
     want = spec.nccl_conf[item]
-    expect(conf.get(item) == want, f"{NCCL_CONF}: {item}={conf.get(item, '(unset)')}", expected=f"{item}={want}",
-           found=f"{item}={conf[item]}" if item in conf else "unset", remediation=Remediation.RECONFIGURE)
+    expect(conf.get(item) == want, f"{nccl_conf_path(spec)}: {item}={conf.get(item, '(unset)')}",
+           expected=f"{item}={want}", found=f"{item}={conf[item]}" if item in conf else "unset",
+           remediation=Remediation.RECONFIGURE)
 
 
 @for_each(lambda spec: list_names(spec.nccl_conf.get("NCCL_IB_HCA", "")))
@@ -51,7 +43,7 @@ def test_nccl_ib_hca_exists(host, spec, probe, item):
     """Every RDMA device NCCL_IB_HCA names exists on the host."""
     conf = _conf(probe)
     if item not in list_names(conf.get("NCCL_IB_HCA", "")):
-        raise CouldNotRun(f"{NCCL_CONF} does not name {item}; see {ROLE}.nccl_conf[NCCL_IB_HCA]")
+        raise CouldNotRun(f"{nccl_conf_path(spec)} does not name {item}; see {ROLE}.nccl_conf[NCCL_IB_HCA]")
     devices = {link.device for link in probe.rdma_links().values()}
     expect(item in devices, f"NCCL_IB_HCA names {item}, which does not exist", expected=f"RDMA device {item}",
            found=", ".join(sorted(devices)) or "no RDMA devices", remediation=Remediation.RECONFIGURE)

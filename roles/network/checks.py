@@ -15,14 +15,13 @@ from gpuctl import healthpolicy
 from gpuctl.checks.api import (
     CouldNotRun,
     Remediation,
-    check_module_loaded,
+    component_checks,
     expect,
     fail,
     for_each,
     judge_firmware_lock,
     judge_health,
     judge_verdicts,
-    modules_of,
 )
 from gpuctl.health import load_previous
 from gpuctl.parsers.rdma import link_as_ib_port, roce_v2_ipv4_gid_index
@@ -43,9 +42,7 @@ def _port(spec, hca):
     return next(p for p in spec.fabric.ports if p.hca == hca)
 
 
-@for_each(modules_of(ROLE))
-def test_module_loaded(host, spec, probe, item):
-    check_module_loaded(spec, probe, item)
+globals().update(component_checks(ROLE))  # packages pinned/held, services, modules (declared)
 
 
 @for_each(hca_items)

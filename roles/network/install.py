@@ -20,7 +20,7 @@ from typing import Any
 
 import jinja2
 from pyinfra import host, state
-from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
+from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.operations import apt, dnf, files, server
 
 from gpuctl.deploy_context import node_spec
@@ -33,7 +33,7 @@ from gpuctl.facts.network import (
 )
 from gpuctl.facts.storage import TextFile
 from gpuctl.facts.system import ServiceStates
-from gpuctl.operations import role_knobs, sh, template_env
+from gpuctl.operations import fail_commands, fail_host, report, role_knobs, sh, template_env
 from gpuctl.parsers.rdma import roce_v2_ipv4_gid_index
 from gpuctl.spec import NodeSpec
 
@@ -88,31 +88,6 @@ def managed_interfaces(spec: NodeSpec) -> list[Iface]:
 
 
 # ---------------------------------------------------------------- operations
-
-def _fail_now(state: Any, host: Any, message: str) -> bool:
-    for line in message.splitlines():
-        host.log_styled(line, fg="red", log_func=log.error)
-    return False
-
-
-def _fail_commands(message: str) -> Any:
-    yield StringCommand(sh("printf", "%s\\n", message) + " >&2; exit 1")
-    yield FunctionCommand(_fail_now, (message,), {})
-
-
-@operation(is_idempotent=False)
-def fail(message: str) -> Any:
-    """Fail this host with MESSAGE; changes nothing."""
-    yield from _fail_commands(message)
-
-
-@operation()
-def report(message: str) -> Any:
-    """Tell the operator something (e.g. "not applicable on rxe0") without changing anything."""
-    host.noop(message)
-    return
-    yield  # pragma: no cover
-
 
 @operation()
 def rendered(path: str, content: str, mode: str = "644") -> Any:
@@ -235,7 +210,7 @@ def nccl_conf(spec: NodeSpec, path: str) -> Any:
         index, why = discover_gid_index(spec)
         if index is None:
             if state.is_executing:
-                yield from _fail_commands(f"cannot render {path}: {why}")
+                yield from fail_commands(f"cannot render {path}: {why}")
             else:
                 yield StringCommand(sh(":", f"render {path} once the RoCE v2 GID index is known ({why})"))
             return
@@ -284,7 +259,7 @@ def install() -> None:
                f"({', '.join(clash)}): gpuctl never touches the management interface" if clash else
                f"{declared} is the management interface the inventory names (management.interface); it would "
                f"be reconfigured ({', '.join(declared_clash)}): gpuctl never touches the management interface")
-        fail(name="Refuse to reconfigure the network", message=why)
+        fail_host(name="Refuse to reconfigure the network", reason=why, remote=True)
         return
     report(name=f"Leave the management interface {mgmt} alone", message=f"{mgmt} carries SSH: never reconfigured")
 

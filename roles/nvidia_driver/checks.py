@@ -16,19 +16,13 @@ from gpuctl.catalog import load_health, load_sku
 from gpuctl.checks.api import (
     CouldNotRun,
     Remediation,
-    check_module_loaded,
-    check_package_held,
-    check_package_pinned,
-    check_service_active,
+    component_checks,
     expect,
     fail,
     for_each,
     judge_firmware_lock,
     judge_health,
     judge_verdicts,
-    modules_of,
-    packages_of,
-    services_of,
 )
 from gpuctl.checks.probe import Probe, nvml_remediation
 from gpuctl.health import comparable_previous, load_previous
@@ -67,24 +61,7 @@ def _gpu(probe: Probe, item: str) -> GpuInfo:
 
 # ---------------------------------------------------------------- packages, services, modules
 
-@for_each(packages_of(ROLE))
-def test_package_pinned(host, spec, probe, item):
-    check_package_pinned(spec, probe, item)
-
-
-@for_each(packages_of(ROLE))
-def test_package_held(host, spec, probe, item):
-    check_package_held(spec, probe, item)
-
-
-@for_each(services_of(ROLE))
-def test_service_active(host, spec, probe, item):
-    check_service_active(spec, probe, item)
-
-
-@for_each(modules_of(ROLE))
-def test_module_loaded(host, spec, probe, item):
-    check_module_loaded(spec, probe, item)
+globals().update(component_checks(ROLE))  # packages pinned/held, services, modules (declared)
 
 
 def test_nvml_readable(host, spec, probe):

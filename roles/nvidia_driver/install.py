@@ -119,7 +119,7 @@ def install() -> None:
     persistenced = spec.components["persistenced"]
     packages = [*driver.packages, *persistenced.packages]
     label = f"NVIDIA driver {ver} ({spec.driver_flavour} kernel modules)"
-    service = str(k["nvidia_driver_persistenced_service"])
+    service = spec.service("persistenced")
 
     snap = read_packages(spec.package_manager)
     services = host.get_fact(ServiceStates, names=(service,))

@@ -14,13 +14,13 @@ import logging
 from typing import Any
 
 from pyinfra import host
-from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
+from pyinfra.api import deploy, operation
 from pyinfra.operations import apt, dnf, server
 
 from gpuctl.deploy_context import node_spec, run_options
 from gpuctl.facts.storage import FsUuid, MdDetailBrief, MountSource, TextFile, read_storage_facts
 from gpuctl.knobs import command_argv, tokens
-from gpuctl.operations import fstab_fields, role_knobs, sh
+from gpuctl.operations import fail_commands, fail_host, fstab_fields, report, role_knobs, sh
 from gpuctl.storage_safety import RaidPlan, describe, plan_raid
 
 log = logging.getLogger(__name__)
@@ -30,33 +30,6 @@ def defaults() -> dict[str, Any]:
     """defaults.yaml with overrides (host data > --extra > inventory role_vars)."""
 
     return role_knobs("nvme_raid")
-
-
-def _fail_now(state: Any, host: Any, message: str) -> bool:
-    for line in message.splitlines():
-        host.log_styled(line, fg="red", log_func=log.error)
-    return False
-
-
-def _fail_commands(message: str) -> Any:
-    """Commands that fail the host with MESSAGE: on a real host the remote command's stderr carries
-    it; the Python callback fails the host whatever the connector (and logs it)."""
-    yield StringCommand(sh("printf", "%s\\n", message) + " >&2; exit 1")
-    yield FunctionCommand(_fail_now, (message,), {})
-
-
-@operation(is_idempotent=False)
-def fail(message: str) -> Any:
-    """Fail this host with MESSAGE; changes nothing."""
-    yield from _fail_commands(message)
-
-
-@operation()
-def report(message: str) -> Any:
-    """Say something the operator must see without changing anything."""
-    host.noop(message)
-    return
-    yield  # pragma: no cover - makes this a generator
 
 
 @operation()
@@ -107,7 +80,7 @@ def mounted(array: str, mount: str) -> Any:
         host.noop(f"{array} is mounted at {mount}")
         return
     if now:
-        yield from _fail_commands(f"gpuctl: {mount} is mounted from {now.get('source')}, not {array}")
+        yield from fail_commands(f"gpuctl: {mount} is mounted from {now.get('source')}, not {array}")
         return
     yield f"{sh('mkdir', '-p', mount)} && {sh('mount', mount)}"
 
@@ -162,13 +135,14 @@ def install() -> None:
         report(name=f"Note on {plan.array}: {note}", message=note)
 
     if plan.action in ("refuse", "degraded"):
-        fail(name=f"Refuse to build {plan.array}" if plan.action == "refuse" else f"Report degraded {plan.array}",
-             message=describe(plan))
+        fail_host(name=f"Refuse to build {plan.array}" if plan.action == "refuse" else f"Report degraded {plan.array}",
+                  reason=describe(plan), remote=True)
         return
     if plan.action == "present" and not host.get_fact(FsUuid, device=plan.array):
-        fail(name=f"Refuse to make a filesystem on existing {plan.array}",
-             message=f"{plan.array} exists (over {', '.join(plan.devices)}) but carries no filesystem; gpuctl makes "
-                     "filesystems only on arrays it has just created — check it and run mkfs by hand")
+        fail_host(name=f"Refuse to make a filesystem on existing {plan.array}",
+                  reason=f"{plan.array} exists (over {', '.join(plan.devices)}) but carries no filesystem; "
+                         "gpuctl makes filesystems only on arrays it has just created — check it and run mkfs by hand",
+                  remote=True)
         return
 
     made = None
@@ -198,8 +172,9 @@ def install() -> None:
     initramfs = str(d["nvme_raid_initramfs_command"][pm])
     argv = command_argv("nvme_raid_initramfs_command", initramfs)
     if argv is None:  # a command knob is a choice among known commands (gpuctl.knobs), never free text
-        fail(name="Refuse an unknown initramfs command", message=f"nvme_raid_initramfs_command {initramfs!r} is not "
-             "a known command (gpuctl.knobs.INITRAMFS_COMMANDS)")
+        fail_host(name="Refuse an unknown initramfs command",
+                  reason=f"nvme_raid_initramfs_command {initramfs!r} is not a known command "
+                         "(gpuctl.knobs.INITRAMFS_COMMANDS)", remote=True)
         return
     server.shell(name="Rebuild the initramfs so the array assembles at boot",
                  commands=[sh(*argv)], _if=conf.did_change)

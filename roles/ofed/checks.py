@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-from gpuctl.checks.api import check_package_held, check_package_pinned, for_each, packages_of
+from gpuctl.checks.api import component_checks
 
 ROLE = "ofed"
 
-
-@for_each(packages_of(ROLE))
-def test_package_pinned(host, spec, probe, item):
-    check_package_pinned(spec, probe, item)
-
-
-@for_each(packages_of(ROLE))
-def test_package_held(host, spec, probe, item):
-    check_package_held(spec, probe, item)
+globals().update(component_checks(ROLE))  # packages pinned/held, services, modules (declared)

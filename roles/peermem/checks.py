@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from gpuctl.checks.api import check_module_loaded, for_each, modules_of
+from gpuctl.checks.api import component_checks
 
 ROLE = "peermem"
 
-
-@for_each(modules_of(ROLE))
-def test_module_loaded(host, spec, probe, item):
-    check_module_loaded(spec, probe, item)
+globals().update(component_checks(ROLE))  # packages pinned/held, services, modules (declared)

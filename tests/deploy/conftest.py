@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,12 +77,20 @@ from pyinfra.connectors.util import CommandOutput, OutputLine
 
 from gpuctl.deploy_context import RunOptions
 from gpuctl.inventory import load_inventory
-from gpuctl.paths import inventories_dir
+from gpuctl.paths import inventories_dir, roles_dir
 from gpuctl.runner.engine import CommandRecord, Engine, HostResult, OpResult
 from gpuctl.runner.inventory import Target
 from gpuctl.runner.reboot import RebootGate
 from gpuctl.runner.summary import RunSummary
 from gpuctl.spec import NodeSpec, resolve
+
+# A component's own deploy tests live in tests/deploy/<component>/ (found from roles/<component>/);
+# other deploy tests import their scenario helpers by module name (`import test_role_nvme_raid`),
+# so each such folder is importable like this one (gpu_scenarios).
+_HERE = Path(__file__).resolve().parent
+for _folder in sorted(p for p in _HERE.iterdir() if p.is_dir() and (roles_dir() / p.name).is_dir()):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 Responses = Mapping[Any, Any]
 

@@ -151,6 +151,8 @@ def _poison(spec: Any, inj: str, keep_renderer: bool = False) -> Any:
         "fabric": f.model_copy(update={"ports": ports}), "vlans": vlans, "raid": raid, "lustre": lustre,
         "ssh_user": v("user"), "repo": repo, "management_interface": spec.management_interface,
         "role_vars": knobs, "roles": {r: "" for r in spec.roles},
+        # unit names are resolved into the spec (install and verify read them there)
+        "services": tuple(s.model_copy(update={"name": v(f"u{i}")}) for i, s in enumerate(spec.services)),
     })
 
 

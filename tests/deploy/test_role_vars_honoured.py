@@ -11,6 +11,8 @@ import test_role_lustre_client as lustre
 import test_role_network as network
 import test_role_nvme_raid as raid
 
+from gpuctl import components
+from gpuctl.deploy_context import RunOptions
 from gpuctl.runner.roles import load_role
 
 pytestmark = pytest.mark.deploy
@@ -72,3 +74,61 @@ def test_a_map_knob_override_changes_only_the_entries_it_names(fake: Any) -> Non
     h = fake.run(load_role("nvme_raid").install, sp, responses=raid.responses())["gpu-01"]
     assert h.status == "ok", h.error
     assert "mkfs.xfs -K /dev/md" in "\n".join(h.execute_commands)
+
+
+# ---------------------------------------------------------------- names install and verify share
+
+FAST = RunOptions(extra={"nvidia_driver_reboot_delay_s": "0", "nvidia_driver_reboot_interval_s": "0"})
+
+
+def _inventory_with(tmp_path: Any, **role_vars: Any) -> Any:
+    import yaml
+    from gpu_scenarios import inventory
+
+    path = inventory(tmp_path, "ubuntu2204")
+    data = yaml.safe_load(path.read_text())
+    data["role_vars"] = {**(data.get("role_vars") or {}), **role_vars}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(("role", "knob", "unit"), [
+    ("dcgm", "dcgm_service", "gpuctl-dcgm"),
+    ("fabricmanager", "fabricmanager_service", "gpuctl-fm"),
+    ("nvidia_driver", "nvidia_driver_persistenced_service", "gpuctl-persistenced"),
+])
+def test_a_service_knob_names_one_unit_for_install_and_verify(fake: Any, tmp_path: Any, role: str, knob: str,
+                                                             unit: str) -> None:
+    """role_vars `dcgm_service: X` enabled X on install while verify checked nvidia-dcgm (issue 18):
+    the unit is read into the NodeSpec once; the role enables it and the checks look for it."""
+    from gpu_scenarios import responses
+
+    from gpuctl.checks.api import services_of
+
+    specs = fake.specs(_inventory_with(tmp_path, **{knob: unit}), limit=["gpu-01"])
+    assert services_of(role)(specs[0]) == [unit]
+    h = fake.run(load_role(role).install, specs, responses=responses("ubuntu2204-fresh"), options=FAST)["gpu-01"]
+    assert any(f"Enable and start {unit} " in n for n in h.op_names), h.op_names
+    default = components.defaults(role)[knob]
+    said = "\n".join([*h.op_names, *h.execute_commands])
+    assert f"start {default} " not in said and f"systemctl enable --now {default}" not in said
+
+
+@pytest.mark.parametrize(("role", "knob", "module"), [
+    ("peermem", "peermem_module", "gpuctl-peermem"), ("gds", "gds_module", "gpuctl-fs")])
+def test_a_module_knob_names_one_module_for_install_and_verify(fake: Any, tmp_path: Any, role: str, knob: str,
+                                                              module: str) -> None:
+    from gpuctl.checks.api import modules_of
+
+    specs = fake.specs(_inventory_with(tmp_path, **{knob: module}), limit=["gpu-01"])
+    assert modules_of(role)(specs[0]) == [module.replace("-", "_")]  # as /proc/modules names it
+
+
+def test_a_spec_knob_from_host_data_is_refused(fake: Any, tmp_path: Any) -> None:
+    """Host data / --extra reach install only; a unit name there would split install from verify."""
+    from gpu_scenarios import responses
+
+    specs = fake.specs(_inventory_with(tmp_path), limit=["gpu-01"])
+    h = fake.run(load_role("dcgm").install, specs, responses=responses("ubuntu2204-fresh"),
+                 options=RunOptions(extra={"dcgm_service": "other"}), dry=True)["gpu-01"]
+    assert h.status != "ok" and "role_vars" in h.error, h.error

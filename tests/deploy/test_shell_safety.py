@@ -41,6 +41,8 @@ def _poison(spec, p: str):
         "fabric": f.model_copy(update={"ports": ports}), "vlans": vlans, "raid": raid, "lustre": lustre,
         "ssh_user": f"{p}user", "node": spec.node,
         "role_vars": {**{k: f"{p}rv" for k in _string_role_vars()}, **_poisoned_collections(p)},
+        # unit names are resolved into the spec (install and verify read them there)
+        "services": tuple(s.model_copy(update={"name": f"{p}svc"}) for s in spec.services),
     })
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.spec import KERNEL_FEATURE_ROLES
+from gpuctl.components import container_reasons
 
 pytestmark = pytest.mark.lab
 
@@ -86,8 +86,8 @@ def test_kernel_feature_roles_are_not_applicable(clab) -> None:
     plan = _gpuctl("plan", info["inventory"], "--json")
     assert plan.returncode in (0, 1), plan.stdout[-2000:] + plan.stderr[-2000:]
     roles = {r["role"]: r["status"] for r in json.loads(plan.stdout)["roles"]}
-    for role in KERNEL_FEATURE_ROLES:
-        if role == "lustre_client":  # the inventory has no Lustre: that reason comes first
+    for role in container_reasons():
+        if role in ("lustre_client", "timesync"):  # not in this inventory (no Lustre; timesync off): first
             continue
         assert roles[role].startswith("skipped: not applicable in this node kind (container"), (role, roles[role])
     assert roles["base"] == "runs" and roles["cuda"] == "runs"

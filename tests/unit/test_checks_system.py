@@ -276,6 +276,17 @@ def test_nccl_conf_consistent_with_the_fabric():
     assert (f.expected, f.found) == ("NCCL_IB_HCA==rxe0", "NCCL_IB_HCA==mlx5_0")
 
 
+def test_nccl_conf_is_read_where_the_network_role_writes_it():
+    """role_vars `network_nccl_conf` moves the file the network role writes; verify read the
+    constant /etc/nccl.conf (issue 18: one name spelled by install and by verify)."""
+    spec = LAB.model_copy(update={"role_vars": {**LAB.role_vars, "network_nccl_conf": "/etc/gpuctl/nccl.conf"}})
+    conf = "".join(f"{k}={v}\n" for k, v in spec.nccl_conf.items())
+    p = probe(spec, {"/proc/modules": bundle({"/etc/gpuctl/nccl.conf": conf, "/etc/nccl.conf": "NCCL_IB_HCA=^x\n"})})
+    assert "/etc/gpuctl/nccl.conf" in p.file_paths() and "/etc/nccl.conf" not in p.file_paths()
+    for key in spec.nccl_conf:
+        role("nccl").test_nccl_conf(None, spec, p, key)
+
+
 # ---------------------------------------------------------------- RAID
 
 def test_clean_raid_passes_and_a_removed_member_fails_by_slot():

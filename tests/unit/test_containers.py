@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from gpuctl.components import container_reasons
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
 from gpuctl.lab import containers as c
 from gpuctl.lab.state import ProcessRecord
-from gpuctl.spec import KERNEL_FEATURE_ROLES, ROLE_ORDER, resolve
+from gpuctl.spec import ROLE_ORDER, resolve
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
 LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
@@ -141,8 +142,8 @@ def test_inventory_validates_and_marks_kernel_roles_not_applicable(tmp_path: Pat
     assert len(specs) == 64
     spec = specs[0]
     assert spec.node_kind == "container"
-    for role in KERNEL_FEATURE_ROLES:
-        if role == "lustre_client":  # no Lustre in the inventory: that reason comes first
+    for role in container_reasons():
+        if role in ("lustre_client", "timesync"):  # not in this inventory (no Lustre; timesync off): that reason first
             continue
         assert spec.roles[role].startswith("not applicable in this node kind (container"), role
     for role in ("base", "nvidia_repo", "cuda", "cudnn", "nccl", "dcgm"):

@@ -20,7 +20,7 @@ from gpuctl.spec import NodeSpec, RaidSpec
 
 pytestmark = pytest.mark.deploy
 
-DATA = Path(__file__).parent / "data" / "storage"
+DATA = Path(__file__).parents[1] / "data" / "storage"  # tests/deploy/data: shared recordings
 NVME = [f"/dev/nvme{i}n1" for i in range(4)]
 UUID_MD = "6f1b2c3d:11111111:22222222:33333333"
 UUID_FS = "0b7e0a6c-2b4e-4c36-9b1e-0d2f0c4b7a11"

@@ -15,7 +15,7 @@ from gpuctl.rolerun import load_delivery_role
 from gpuctl.spec import resolve
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
-LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+LAB_INVENTORY = Path(__file__).resolve().parents[2] / "data" / "inventories" / "lab-placeholder.yaml"
 
 pytestmark = pytest.mark.deploy
 

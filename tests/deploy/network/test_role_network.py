@@ -15,7 +15,7 @@ from gpuctl.spec import NodeSpec
 
 pytestmark = pytest.mark.deploy
 
-DATA = Path(__file__).parent / "data" / "network"
+DATA = Path(__file__).parents[1] / "data" / "network"  # tests/deploy/data: shared recordings
 FAMILIES = {
     "debian12": {},
     "ubuntu2204": {"os_family": "ubuntu2204", "os": "ubuntu-22.04"},
