@@ -90,7 +90,8 @@ class FillReport:
                 "bytes_fetched": self.bytes_fetched, "missing": self.missing}
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 (hex) of a file, read in 1 MiB chunks (also used by the lab's stand-in index)."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -176,7 +177,7 @@ def fill_wheelhouse(lock: Sequence[Locked], python: str, dest: Path, index_url: 
         for f in chosen:
             name, sha = f["filename"], f["hashes"]["sha256"]
             target = folder / name
-            if target.is_file() and _sha256(target) == sha:
+            if target.is_file() and file_sha256(target) == sha:
                 report.cached.append(name)
                 continue
             try:
@@ -192,7 +193,7 @@ def fill_wheelhouse(lock: Sequence[Locked], python: str, dest: Path, index_url: 
             os.replace(tmp, target)
             report.fetched.append(name)
             report.bytes_fetched += len(data)
-        (folder / "index.html").write_text(_page([(f"{p.name}#sha256={_sha256(p)}", p.name)
+        (folder / "index.html").write_text(_page([(f"{p.name}#sha256={file_sha256(p)}", p.name)
                                                   for p in sorted(folder.glob("*.whl"))]))
     projects = sorted(p.name for p in simple.iterdir() if p.is_dir())
     (simple / "index.html").write_text(_page([(f"{n}/", n) for n in projects]))

@@ -20,13 +20,13 @@ Lab nodes have no GPU and the lab machine cannot reach download.pytorch.org, so:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from gpuctl.errors import ExecutionError
+from gpuctl.wheelhouse import file_sha256
 
 #: where the stand-in lives under the stand-in repository (the URL path the repo server serves)
 STANDIN_PATH = "standin/download.pytorch.org/whl/cpu"
@@ -41,12 +41,6 @@ def torch_wheels_dir() -> Path:
     return Path(os.environ.get("GPUCTL_LAB_TORCH_WHEELS", "/opt/wheels"))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def local_torch_fetch(lock: Any, folder: Path) -> Any:
@@ -57,7 +51,7 @@ def local_torch_fetch(lock: Any, folder: Path) -> Any:
         raise ExecutionError("the CPU lock holds no torch")
     files = {}
     for path in sorted(folder.glob(f"torch-{torch.version}-*.whl")):
-        files[path.name] = (path, _sha256(path))
+        files[path.name] = (path, file_sha256(path))
 
     def fetch(url: str, headers: dict[str, str]) -> bytes:
         if url.endswith("/torch/"):

@@ -83,24 +83,6 @@ def parse_meminfo_kib(text: str, key: str = "MemTotal") -> int:
     return int(m.group(1))
 
 
-@dataclass(frozen=True)
-class Mount:
-    source: str
-    target: str
-    fstype: str
-    options: str
-
-
-def parse_proc_mounts(text: str) -> dict[str, Mount]:
-    """/proc/mounts → mount point → mount (the last mount on a point wins, as the kernel shows it)."""
-    out = {}
-    for line in text.splitlines():
-        # "/dev/md0 /raid xfs rw,relatime,attr2,inode64,sunit=1024,swidth=4096,noquota 0 0"
-        parts = line.split()
-        if len(parts) >= 4:
-            target = parts[1].replace("\\040", " ")
-            out[target] = Mount(parts[0], target, parts[2], parts[3])
-    return out
 
 
 # ---------------------------------------------------------------- sysctl, modprobe.d

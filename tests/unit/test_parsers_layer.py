@@ -115,3 +115,12 @@ def test_nccl_device_lists_are_written_and_read_in_one_place():
     spelled = [p for p in (PACKAGE / "spec.py", PACKAGE.parent / "roles" / "nccl" / "checks.py")
                if any('f"={' in line or 'lstrip("=^")' in line for line in p.read_text().splitlines())]
     assert spelled == []
+
+
+def test_no_public_parser_or_type_is_defined_twice_in_the_parsers_layer():
+    """The class of the list above: any public top-level class or function of gpuctl/parsers/
+    is defined in one module of it (a `Mount` and `parse_proc_mounts` were once copied into
+    both parsers/kernel.py and parsers/storage.py)."""
+    twice = {name: where for name, where in _definitions().items()
+             if not name.startswith("_") and sum(w.startswith("gpuctl/parsers/") for w in where) > 1}
+    assert not twice, twice
