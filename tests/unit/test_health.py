@@ -742,3 +742,18 @@ def test_counter_baseline_is_kept_per_node_across_runs_and_reboots(tmp_path: Pat
     assert ("pcie_aer", hp.WARN) in seen[a] and ("pcie_aer", hp.FAIL) not in seen[a]
     seen, _ = _counter_run(loaded, specs, {a: _counter_host(BOOT_A, 1, replay=3), b: _counter_host(BOOT_B, 7)})
     assert seen[a] == {("pcie_aer", hp.PASS), ("nvlink_errors", hp.PASS)}
+
+
+def test_verify_firmware_check_on_a_node_without_firmware_is_not_judged_never_an_error() -> None:
+    """Soft-RoCE (the lab) has no HCA firmware: with no lock entry, or an entry that locks
+    nothing, verify's firmware check is skipped (it errored on the merged tree's lab run);
+    with firmware locked but none read, it could not run."""
+    import pytest as _pytest
+
+    from gpuctl.checks.api import CouldNotRun, judge_firmware_lock
+
+    for locked in (None, {}):
+        with _pytest.raises(_pytest.skip.Exception):
+            judge_firmware_lock(None, {}, locked)
+    with _pytest.raises(CouldNotRun):
+        judge_firmware_lock(None, {}, {"hca/rxe0": "1.0"})
