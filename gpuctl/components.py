@@ -138,12 +138,12 @@ class Component:
         return roles_dir() / self.name
 
 
-def _load(folder: Path) -> Component:
-    path = folder / "__init__.py"
-    mod_name = f"{_MODULE_PREFIX}.{folder.name}"
+def load_module_file(mod_name: str, path: Path, what: str) -> Any:
+    """Import the Python file `path` as module `mod_name` (registered in sys.modules; dropped
+    again when executing it fails). `what` names it in the error ("role nccl", …)."""
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:  # pragma: no cover - only for odd paths
-        raise InputError(f"component {folder.name}: cannot load {path}")
+        raise InputError(f"{what}: cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
@@ -151,6 +151,12 @@ def _load(folder: Path) -> Component:
     except Exception:
         sys.modules.pop(mod_name, None)
         raise
+    return module
+
+
+def _load(folder: Path) -> Component:
+    path = folder / "__init__.py"
+    module = load_module_file(f"{_MODULE_PREFIX}.{folder.name}", path, f"component {folder.name}")
     comp = getattr(module, "COMPONENT", None)
     if not isinstance(comp, Component):
         raise InputError(f"{path}: declares no COMPONENT = Component(...)")

@@ -13,7 +13,6 @@ inventory share SKU, matrix and fabric, and `select_roles` refuses specs that di
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import sys
 from collections.abc import Iterable, Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from gpuctl.components import load_module_file
 from gpuctl.errors import InputError
 from gpuctl.paths import roles_dir
 from gpuctl.spec import ROLE_ORDER, NodeSpec
@@ -55,16 +55,7 @@ def load_role(name: str, base: Path | None = None, known: Iterable[str] = ROLE_O
     cached = sys.modules.get(mod_name)
     if cached is not None and getattr(cached, "__file__", None) == str(path):
         return cached
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:  # pragma: no cover - only for odd paths
-        raise InputError(f"role {name}: cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception:
-        sys.modules.pop(mod_name, None)
-        raise
+    module = load_module_file(mod_name, path, f"role {name}")
     if not callable(getattr(module, "install", None)):
         sys.modules.pop(mod_name, None)
         raise InputError(f"role {name}: {path} defines no `install` deploy")
