@@ -70,9 +70,12 @@ def rdma_command(ports: list[tuple[str, str]]) -> str:
             # names go to printf as separate quoted words: inside "..." a shlex-quoted name would run
             f"printf 'dev %s %s %s\\n' {h} \"${{drv:-none}}\" {n}; "
             f"[ -d /sys/class/net/{n}/ecn/roce_np ] && printf 'ecn %s\\n' {h}; "
-            "for g in $p/gids/*; do i=${g##*/}; t=$(cat $p/gid_attrs/types/$i 2>/dev/null) || continue; "
-            f"printf 'gid %s %s %s %s %s\\n' {h} \"$i\" \"$(cat $g)\" "
-            "\"$(cat $p/gid_attrs/ndevs/$i 2>/dev/null || echo -)\" \"$t\"; done; "
+            # the shell's own `read`, no process per entry (Soft-RoCE's table has 1024 entries,
+            # ConnectX's 255); an unused entry's type cannot be read (EINVAL) and is skipped
+            "for g in $p/gids/*; do i=${g##*/}; t=; read -r t 2>/dev/null <\"$p/gid_attrs/types/$i\"; "
+            "[ -n \"$t\" ] || continue; v=; read -r v 2>/dev/null <\"$g\"; "
+            "d=; read -r d 2>/dev/null <\"$p/gid_attrs/ndevs/$i\"; "
+            f"printf 'gid %s %s %s %s %s\\n' {h} \"$i\" \"$v\" \"${{d:--}}\" \"$t\"; done; "
             f"else printf 'absent %s\\n' {h}; fi"
         )
     return "; ".join(parts)
