@@ -10,6 +10,7 @@ QEMU plumbing for commands that never touch the lab.
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from typing import Any
 
@@ -94,6 +95,4 @@ def __getattr__(name: str) -> Any:
     module_name = _LAZY.get(name)
     if module_name is None:
         raise AttributeError(f"module 'gpuctl.lab' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(module_name), name)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import http.server
 import ipaddress
 import json
 import logging
@@ -57,7 +58,14 @@ from typing import Any
 import yaml
 
 from gpuctl.errors import ExecutionError, InputError
-from gpuctl.lab.state import ProcessRecord, pid_alive, state_root, this_checkout
+from gpuctl.fileio import load_json
+from gpuctl.lab import check_host_tools as check_lab_host_tools
+from gpuctl.lab.image import build_image, load_image
+from gpuctl.lab.netcache import CachingProxyHandler, QuietRepoHandler, apt_cache_dir, repo_dir, start_server
+from gpuctl.lab.nodes import check_inventory_target
+from gpuctl.lab.ssh import ensure_lab_key
+from gpuctl.lab.standin.repo import build_lab_repo
+from gpuctl.lab.state import ProcessRecord, pid_alive, state_root, stop_process, this_checkout
 
 log = logging.getLogger(__name__)
 
@@ -340,8 +348,6 @@ def load_state(sdir: Path | None = None) -> ContainerLabState | None:
     path = state_file(sdir)
     if not path.exists():
         return None
-    from gpuctl.fileio import load_json
-
     data = load_json(path, what="container lab state file")
     try:
         return ContainerLabState.from_dict(data)
@@ -424,9 +430,7 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str
 
 
 def check_host_tools() -> None:
-    from gpuctl.lab import check_host_tools as check
-
-    check(REQUIRED_BINARIES)
+    check_lab_host_tools(REQUIRED_BINARIES)
 
 
 def _link_exists(name: str) -> bool:
@@ -513,10 +517,6 @@ def _start_server(kind: str, directory: Path, run_dir: Path, timeout: float = 20
 
 def _ensure_image() -> tuple[Path, str]:
     """(rootfs of the cached image, its SSH host public key); builds it once if needed."""
-    from gpuctl.lab.image import build_image, load_image
-    from gpuctl.lab.netcache import apt_cache_dir, start_server
-    from gpuctl.lab.state import stop_process
-
     img = load_image()
     if img is None:
         port, rec = start_server("proxy", apt_cache_dir(), containers_state_root() / "image-run")
@@ -530,9 +530,6 @@ def _ensure_image() -> tuple[Path, str]:
 def _standin_repo() -> tuple[Path, str, str]:
     """(repo dir, keyring file, keyring sha256) of the stand-in NVIDIA repository, built
     (cached) by the stand-in builder; a failure is an error, as for the QEMU lab."""
-    from gpuctl.lab.netcache import repo_dir
-    from gpuctl.lab.standin.repo import build_lab_repo
-
     build = build_lab_repo()
     return repo_dir(), build.keyring_file, build.keyring_sha256
 
@@ -560,8 +557,6 @@ def up(nodes: int = DEFAULT_NODES, sku: str = DEFAULT_SKU, matrix: str | None = 
     if not 1 <= nodes <= MAX_NODES:
         raise InputError(f"--nodes must be 1..{MAX_NODES} for container nodes, not {nodes}")
     matrix = matrix or DEFAULT_MATRIX
-    from gpuctl.lab.nodes import check_inventory_target
-
     inventory_path = check_inventory_target(inventory_path) if inventory_path else None
     if os.geteuid() != 0:
         raise ExecutionError("container lab nodes need root (mounts, network namespaces, cgroups)")
@@ -579,8 +574,6 @@ def up(nodes: int = DEFAULT_NODES, sku: str = DEFAULT_SKU, matrix: str | None = 
     hierarchies = cgroup_hierarchies()
     if not hierarchies:
         raise ExecutionError(f"no usable cgroup hierarchy under {CGROUP_ROOT}")
-    from gpuctl.lab.ssh import ensure_lab_key
-
     key = ensure_lab_key()
     lower, host_key = _ensure_image()
     sdir.mkdir(parents=True, exist_ok=True)
@@ -598,8 +591,6 @@ def up(nodes: int = DEFAULT_NODES, sku: str = DEFAULT_SKU, matrix: str | None = 
             state.bridge_created = True
         save_state(state)
         repo, state.keyring_file, state.keyring_sha256 = _standin_repo()
-        from gpuctl.lab.netcache import apt_cache_dir
-
         state.proxy_port, state.proxy = _start_server("proxy", apt_cache_dir(), sdir / "run")
         state.repo_port, state.repo_http = _start_server("repo", repo, sdir / "run")
         save_state(state)
@@ -782,10 +773,6 @@ def serve(kind: str, directory: Path, bind: str, port_file: Path, access_log: Pa
     """The lab's apt cache proxy or stand-in repository (`gpuctl.lab.netcache` handlers),
     bound to the bridge address so that the containers reach it; nothing else; each request
     logged to `access_log` when given."""
-    import http.server
-
-    from gpuctl.lab.netcache import CachingProxyHandler, QuietRepoHandler
-
     if ipaddress.IPv4Address(bind) not in NETWORK:
         raise ValueError(f"container lab servers bind inside {NETWORK} only, not {bind}")
     directory.mkdir(parents=True, exist_ok=True)

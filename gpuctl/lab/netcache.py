@@ -30,6 +30,7 @@ import http.server
 import json
 import logging
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -331,8 +332,6 @@ LOW_PORTS = (20000, ACNG_MAX_PROXY_PORT)
 
 def _bind_low_port(handler: Any) -> http.server.ThreadingHTTPServer:
     """A server on 127.0.0.1 at a free port in LOW_PORTS (random tries; loopback only)."""
-    import random
-
     for _ in range(500):
         port = random.randint(*LOW_PORTS)
         try:

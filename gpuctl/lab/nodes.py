@@ -26,6 +26,8 @@ from gpuctl.lab import check_host_tools
 from gpuctl.lab.image import Image, build_image, load_image
 from gpuctl.lab.netcache import apt_cache_dir, repo_dir, start_server
 from gpuctl.lab.ssh import ensure_lab_key, ssh_reachable, wait_for_ssh, write_known_hosts
+from gpuctl.lab.standin.profile import push_profile
+from gpuctl.lab.standin.repo import build_lab_repo
 from gpuctl.lab.state import (
     LabState,
     NodeState,
@@ -38,6 +40,7 @@ from gpuctl.lab.state import (
     state_root,
     stop_process,
 )
+from gpuctl.paths import inventories_dir
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +218,6 @@ def _standin_repo() -> tuple[str, str]:
     """Build (or reuse) the stand-in NVIDIA repository in `repo_dir()`; returns its keyring
     (file name, sha256) for the inventory. A lab without it cannot install the stack, so a
     failure is an error (`gpuctl.lab.standin.repo.build_lab_repo` names the cause)."""
-    from gpuctl.lab.standin.repo import build_lab_repo
-
     started = time.monotonic()
     build = build_lab_repo()
     log.info("lab: stand-in repository ready in %.1f s", time.monotonic() - started)
@@ -226,8 +227,6 @@ def _standin_repo() -> tuple[str, str]:
 def _push_profiles(state: LabState) -> None:
     """Give every node its emulated hardware (profile, fault file, PCI view) — the lab's
     stand-in for the GPUs the guests lack; it persists across reboots."""
-    from gpuctl.lab.standin.profile import push_profile
-
     with ThreadPoolExecutor(max_workers=len(state.nodes)) as pool:
         list(pool.map(lambda n: push_profile(n.name, state.sku, n.index, state=state), state.nodes))
 
@@ -464,8 +463,6 @@ def replace_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIM
     save_state(lab)
     waited = start_node(node, wait=wait, timeout=timeout, state=lab)
     if wait:
-        from gpuctl.lab.standin.profile import push_profile
-
         push_profile(target.name, lab.sku, target.index, state=lab)
     log.info("%s: replaced (fresh disk, blank NVMe)", node)
     return waited
@@ -473,8 +470,6 @@ def replace_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIM
 
 def lab_inventory_template() -> Path:
     """The checked-in lab inventory whose schema and fixed sections `lab up` keeps."""
-    from gpuctl.paths import inventories_dir
-
     return inventories_dir() / "lab.yaml"
 
 

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuctl.errors import InputError
+from gpuctl.fileio import load_json
+from gpuctl.paths import share_root
+
 log = logging.getLogger(__name__)
 
 STATE_FILE = "state.json"
@@ -43,8 +47,6 @@ def state_path() -> Path:
 def this_checkout() -> str:
     """The gpuctl checkout (or installed package data) this process runs from, resolved:
     a lab records it, and `lab down` from another one refuses unless forced."""
-    from gpuctl.paths import share_root
-
     return str(share_root().resolve())
 
 
@@ -123,8 +125,6 @@ class LabState:
         for node in self.nodes:
             if node.name == name:
                 return node
-        from gpuctl.errors import InputError
-
         known = ", ".join(n.name for n in self.nodes) or "none"
         raise InputError(f"no lab node named {name!r} (lab nodes: {known})")
 
@@ -198,9 +198,6 @@ def save_state(state: LabState, path: Path | None = None) -> Path:
 
 def load_state(path: Path | None = None) -> LabState | None:
     """The recorded lab, or None when no lab has been brought up."""
-    from gpuctl.errors import InputError
-    from gpuctl.fileio import load_json
-
     source = path or state_path()
     if not source.exists():
         return None

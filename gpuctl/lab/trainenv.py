@@ -25,8 +25,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gpuctl.errors import ExecutionError
-from gpuctl.wheelhouse import file_sha256
+from gpuctl.inventory import load_inventory
+from gpuctl.wheelhouse import _lock_and_python, file_sha256, fill_for_inventory, fill_wheelhouse
+from gpuctl.yamlsrc import load_yaml_text
 
 #: where the stand-in lives under the stand-in repository (the URL path the repo server serves)
 STANDIN_PATH = "standin/download.pytorch.org/whl/cpu"
@@ -67,8 +71,6 @@ def build_standin(repo: Path, lock: Any, python: str, wheels: Path | None = None
                   pypi: str = "https://pypi.org/simple") -> dict[str, Any]:
     """Write the stand-in of PyTorch's CPU index under `repo` (see the module docstring);
     ExecutionError naming what is missing (the torch wheel, a dependency)."""
-    from gpuctl.wheelhouse import fill_wheelhouse
-
     wheels = wheels or torch_wheels_dir()
     dest = repo / STANDIN_PATH
     torch = [p for p in lock if p.name == "torch"]
@@ -87,9 +89,6 @@ def prepare(inventory: Path, repo: Path, repo_url_here: str) -> dict[str, Any]:
     """For a lab inventory asking for the CPU build: the stand-in (`build_standin`), then the
     mirror's wheelhouse filled from it over the lab's repository server (`repo_url_here`: its
     URL from this machine) by `fill_for_inventory`. Returns both reports."""
-    from gpuctl.inventory import load_inventory
-    from gpuctl.wheelhouse import _lock_and_python, fill_for_inventory
-
     loaded = load_inventory(inventory)
     lock, python, _ = _lock_and_python(loaded)
     standin = build_standin(repo, lock, python)
@@ -104,10 +103,6 @@ def prepare(inventory: Path, repo: Path, repo_url_here: str) -> dict[str, Any]:
 def enable_in_inventory(inventory: Path) -> None:
     """Switch a lab inventory `gpuctl lab up` wrote to the CPU build of the training environment
     (role_vars `ROLE_VARS`); its leading comment lines are kept."""
-    import yaml
-
-    from gpuctl.yamlsrc import load_yaml_text
-
     loaded, _, text = load_yaml_text(inventory, what="lab inventory")
     lead = []
     for line in text.splitlines():

@@ -103,18 +103,3 @@ def test_a_folder_without_a_declaration_is_refused(tmp_path):
     (tmp_path / "thing" / "__init__.py").write_text('"""no declaration"""\n')
     with pytest.raises(Exception, match="declares no COMPONENT"):
         components._registry(tmp_path)
-
-
-def test_component_test_folders_are_found_from_the_component():
-    """tests/<tier>/<folder>/ holding tests is named after a component (found from roles/<name>/);
-    the components moved so far have theirs."""
-    names = {c.name for c in components.registry()}
-    folders = {p.parent for p in (ROOT / "tests").glob("*/*/test_*.py")}
-    assert {f.name for f in folders} <= names, sorted(f.name for f in folders if f.name not in names)
-    moved = {"nvme_raid": ("deploy", "unit"), "lustre_client": ("deploy",), "fabricmanager": ("deploy",),
-             "timesync": ("deploy", "unit"), "base": ("deploy",), "nvidia_repo": ("deploy",),
-             "nvidia_driver": ("deploy",), "network": ("deploy",), "bench_tools": ("deploy",),
-             "handover": ("deploy",)}
-    for name, tiers in moved.items():
-        for tier in tiers:
-            assert list((ROOT / "tests" / tier / name).glob("test_*.py")), f"tests/{tier}/{name}/"

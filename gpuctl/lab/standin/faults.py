@@ -40,7 +40,10 @@ from typing import Any
 
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.lab.pcisim import SCRIPT_PATH, refresh_command
+from gpuctl.lab.ssh import ssh_run
+from gpuctl.lab.standin import kmod
 from gpuctl.lab.standin.profile import FAULTS_PATH, HGX_BUSES
+from gpuctl.matrix import load_matrix, matrix_names
 
 log = logging.getLogger(__name__)
 
@@ -227,8 +230,6 @@ def _raid_script(clear: bool) -> str:
 
 
 def _other_driver_version(current: str) -> str:
-    from gpuctl.matrix import load_matrix, matrix_names
-
     versions = sorted({load_matrix(n).matrix.driver.version for n in matrix_names()} - {current},
                       key=lambda v: [int(x) for x in v.split(".")])
     if not versions:
@@ -255,8 +256,6 @@ def _driver_mismatch(run: Runner, clear: bool) -> str:
         raise ExecutionError("driver_mismatch: the nvidia module is not loaded on this node (provision the "
                              "driver first)")
     other = _other_driver_version(current)
-    from gpuctl.lab.standin import kmod
-
     ko = kmod.build_modules("nvidia", other)["nvidia"]
     blob = base64.b64encode(ko.read_bytes()).decode()
     path = f"/run/gpuctl-lab/nvidia-{other}.ko"
@@ -323,8 +322,6 @@ def _profile_rate(run: Runner) -> float | None:
 
 
 def _ssh_runner(node: str, state: Any) -> Callable[..., str]:
-    from gpuctl.lab.ssh import ssh_run
-
     def run(script: str, input: str | None = None) -> str:
         proc = ssh_run(node, ["sh", "-c", script], state=state, input=input, timeout=120)
         if proc.returncode != 0:

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuctl.errors import ExecutionError, InputError
+from gpuctl.lab.image import guest_kernel_version
+from gpuctl.lab.image import image_root as lab_image_root
+from gpuctl.lab.state import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -116,17 +119,12 @@ def source_hash() -> str:
 
 def _image(image_root: Path | None, kernel_version: str | None) -> tuple[Path, str]:
     if image_root is None or kernel_version is None:
-        from gpuctl.lab.image import guest_kernel_version
-        from gpuctl.lab.image import image_root as _root
-
-        image_root = image_root or _root()
+        image_root = image_root or lab_image_root()
         kernel_version = kernel_version or guest_kernel_version()
     return Path(image_root), kernel_version
 
 
 def kmod_cache_dir() -> Path:
-    from gpuctl.lab.state import cache_root
-
     return cache_root() / "standin-kmod"
 
 

@@ -18,6 +18,8 @@ import logging
 from typing import Any
 
 from gpuctl.catalog import Sku, load_sku
+from gpuctl.lab.pcisim import install_unit_script
+from gpuctl.lab.ssh import ssh_run
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +126,6 @@ def push_script(profile: dict[str, Any]) -> str:
         f"touch {FAULTS_PATH}",
     ]
     # The PCI sysfs view with the profile's GPUs (read by preflight), kept across reboots.
-    from gpuctl.lab.pcisim import install_unit_script
-
     lines.append(install_unit_script())
     if rate:
         # Soft-RoCE: the verbs stack takes its rate from the netdev; virtio-net lets the
@@ -137,8 +137,6 @@ def push_script(profile: dict[str, Any]) -> str:
 def push_profile(node: str, sku_name: str, index: int, *, state: Any = None) -> dict[str, Any]:
     """Write node `node`'s profile to ``/etc/gpuctl-lab/profile.json`` over SSH (lab-infra's
     `ssh_run`), create an empty fault file, and return the profile. Call after boot."""
-    from gpuctl.lab.ssh import ssh_run
-
     profile = write_profile(node, sku_name, index)
     ssh_run(node, ["sh", "-c", push_script(profile)], state=state, check=True,
             input=profile_json(profile), timeout=60)

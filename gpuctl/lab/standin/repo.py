@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuctl.errors import ExecutionError, InputError
+from gpuctl.lab.netcache import repo_dir
+from gpuctl.lab.standin import kmod
+from gpuctl.lab.state import cache_root
 from gpuctl.matrix import Matrix, Package, load_matrix, matrix_names
 
 log = logging.getLogger(__name__)
@@ -547,8 +550,6 @@ def _stub_libs(sonames: Sequence[str]) -> dict[str, bytes]:
 
 
 def default_key_dir() -> Path:
-    from gpuctl.lab.state import cache_root
-
     return cache_root() / "standin-key"
 
 
@@ -648,8 +649,6 @@ def source_files(here: Path = HERE) -> list[Path]:
 
 
 def _inputs_hash(families: Sequence[str], names: Sequence[str], kver: str, fpr: str) -> str:
-    from gpuctl.lab.standin import kmod
-
     h = hashlib.sha256()
     for p in source_files():
         h.update(p.relative_to(HERE).as_posix().encode())
@@ -710,12 +709,8 @@ def build_repo(
     """Build (or reuse) the stand-in repository under `root` (default: the lab's
     `gpuctl.lab.netcache.repo_dir()`). Modules are compiled against the lab image
     (`image_root`/`kernel_version`, default `gpuctl.lab.image`)."""
-    from gpuctl.lab.standin import kmod
-
     start = time.monotonic()
     if root is None:
-        from gpuctl.lab.netcache import repo_dir
-
         root = repo_dir()
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -789,8 +784,6 @@ def build_lab_repo() -> RepoBuild:
     """`build_repo` for a lab being brought up (the lab's repo dir, image and key): the lab
     cannot install the stack without it, so every failure is an `ExecutionError` that says so
     and names the cause, never a warning followed by an inventory without a keyring."""
-    from gpuctl.lab.netcache import repo_dir
-
     try:
         return build_repo()
     except (ExecutionError, InputError) as exc:

@@ -102,7 +102,7 @@ def test_bad_hash_fails_the_node_naming_the_package_and_leaves_the_path_alone(fa
                 "    torch==2.8.0 from https://files.pythonhosted.org/packages/torch-2.8.0-cp310-cp310-"
                 "manylinux_2_28_x86_64.whl:\n        Expected sha256 0000\n             Got        1111\n"
                 # the build command's own last line (what it prints is tested with a real pip in
-                # tests/unit/test_train_env_build.py)
+                # tests/unit/train_env/test_train_env_build.py)
                 "train_env: pip could not install torch==2.8.0 (/opt/gpuctl/train-env unchanged)")
     run = fake.run(load_role("train_env").install, specs,
                    host_responses={"gpu-01": {BUILD: {"stdout": "", "stderr": pip_said, "success": False}}})

@@ -21,7 +21,7 @@ from gpuctl.repocache import apply_cache, user_ports, via_cache
 from gpuctl.spec import resolve
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
-LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+LAB_INVENTORY = Path(__file__).resolve().parents[2] / "data" / "inventories" / "lab-placeholder.yaml"
 
 
 def loaded_with(repos: str):

@@ -16,7 +16,7 @@ from gpuctl.paths import inventories_dir
 from gpuctl.rolerun import load_delivery_role
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
-LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+LAB_INVENTORY = Path(__file__).resolve().parents[2] / "data" / "inventories" / "lab-placeholder.yaml"
 CONF = "/etc/apt-cacher-ng/gpuctl.conf"
 
 pytestmark = pytest.mark.deploy

@@ -1,11 +1,10 @@
-"""Deploy tier: roles cuda, cudnn, nccl, dcgm, ofed — pins, holds, services; converged = no change."""
+"""Deploy tier: roles cuda, cudnn, nccl, dcgm, ofed — pins, holds, services; converged = no change
+(each role's own cases: tests/deploy/<role>/)."""
 
 from __future__ import annotations
 
-import logging
-
 import pytest
-from gpu_scenarios import inventory, pins_in, rerun_converged, responses, run_role
+from gpu_scenarios import inventory, pins_in, rerun_converged, run_role
 
 pytestmark = pytest.mark.deploy
 
@@ -90,47 +89,3 @@ def test_converged_no_change(fake, tmp_path, role):
     h = rerun_converged(fake, role, specs, first)
     assert h.status == "ok", h.error
     assert h.changed_ops == [] and h.execute_commands == []
-
-
-def test_cuda_profile(fake, tmp_path):
-    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
-    h = run_role(fake, "cuda", specs, "ubuntu2204-fresh")
-    prof = h.files["/etc/profile.d/gpuctl-cuda.sh"]
-    assert "export CUDA_HOME=/usr/local/cuda-13.0" in prof
-    assert 'export PATH="/usr/local/cuda-13.0/bin:$PATH"' in prof
-    assert "/usr/local/cuda-13.0/lib64" in prof
-
-
-def test_dcgm_service_started_not_restarted_on_fresh(fake, tmp_path):
-    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
-    h = run_role(fake, "dcgm", specs, "ubuntu2204-fresh")
-    assert "systemctl enable --now nvidia-dcgm" in h.execute_commands
-    assert "systemctl restart nvidia-dcgm" not in h.execute_commands
-
-
-def test_dcgm_upgrade_restarts_running_service(fake, tmp_path):
-    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
-    old = [line.replace("\t1:4.5.2-1\t", "\t1:4.4.1-1\t") for line in
-           responses("ubuntu2204-converged")[": gpuctl-fact packages;"]]
-    h = run_role(fake, "dcgm", specs, "ubuntu2204-converged", packages=old)
-    assert pins_in(h.execute_commands) == ["datacenter-gpu-manager-4-cuda13=1:4.5.2-1",
-                                           "datacenter-gpu-manager-4-core=1:4.5.2-1"]
-    assert h.execute_commands[-1] == "systemctl restart nvidia-dcgm"
-    # the upgrade drops apt's hold on the moved packages: they are held again
-    assert "apt-mark hold datacenter-gpu-manager-4-cuda13 datacenter-gpu-manager-4-core" in h.execute_commands
-
-
-def test_ofed_matching_install_is_skipped_and_reported(fake, tmp_path, caplog):
-    caplog.set_level(logging.INFO)
-    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
-    h = run_role(fake, "ofed", specs, "ubuntu2204-converged")
-    assert h.execute_commands == []
-    assert "DOCA-OFED 3.2.1 already installed; install skipped" in caplog.text
-
-
-def test_ofed_not_without_fabric(fake, tmp_path):
-    specs = fake.specs(inventory(tmp_path, "ubuntu2204"), limit=["gpu-01"])
-    off = specs[0].components["ofed"].model_copy(update={"enabled": False, "reason": "no fabric in the inventory"})
-    specs = [specs[0].model_copy(update={"components": {**specs[0].components, "ofed": off}})]
-    h = run_role(fake, "ofed", specs[:1], "ubuntu2204-fresh", node=specs[0].node)
-    assert h.ops == [] and h.commands == []

@@ -22,7 +22,7 @@ from gpuctl.paths import inventories_dir
 from gpuctl.pubkey import parse_public_key
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
-LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
+LAB_INVENTORY = Path(__file__).resolve().parents[2] / "data" / "inventories" / "lab-placeholder.yaml"
 
 
 def keypair(folder: Path, name: str) -> str:
