@@ -7,6 +7,8 @@ known_hosts, inventory path, apt proxy and repo URLs). Environment knobs:
   ``GPUCTL_LAB_SKU`` (default hgx-h100-80gb);
 - ``GPUCTL_LAB_BOOT_TIMEOUT`` seconds per node until SSH (default 240; raise it on a
   machine shared with other heavy jobs: TCG guests slow down in proportion);
+- ``GPUCTL_LAB_RUN_TIMEOUT`` seconds a gpuctl command of a lab test may take (default
+  3600; a 3-node provision beside other heavy jobs needs more);
 - ``GPUCTL_LAB_REUSE=1``: use a lab that is already up (from `gpuctl lab up`) and
   leave it running afterwards.
 

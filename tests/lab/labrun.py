@@ -6,14 +6,18 @@ import os
 
 
 def gpuctl_json(*args: str, runs: str | os.PathLike[str] | None = None,
-                timeout: float = 3600) -> tuple[int, dict, str]:
+                timeout: float | None = None) -> tuple[int, dict, str]:
     """Run `python -m gpuctl ARGS --json` as a user would (its own process: gevent is patched
-    before anything else, as in the console script) → (exit code, JSON, stderr)."""
+    before anything else, as in the console script) → (exit code, JSON, stderr). The limit is
+    `timeout`, else GPUCTL_LAB_RUN_TIMEOUT, else 3600 s (a 3-node QEMU provision on a machine
+    shared with other runs took longer than 3600 s at load 15-28, 2026-12-06)."""
     import json
     import subprocess
     import sys
 
     env = dict(os.environ, NO_COLOR="1")
+    if timeout is None:
+        timeout = float(os.environ.get("GPUCTL_LAB_RUN_TIMEOUT", "3600"))
     if runs is not None:
         env["GPUCTL_RUNS_DIR"] = str(runs)
     proc = subprocess.run([sys.executable, "-m", "gpuctl", *args, "--json"], capture_output=True, text=True,
