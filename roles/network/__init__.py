@@ -3,9 +3,12 @@
 from gpuctl.components import Component, ManagedFile, Module
 from gpuctl.knobs import PACKAGE, PREFIX, Choice, Path, Word
 
+from .validate import fabric_problems, vlans_problems
+
 COMPONENT = Component(
     name="network", order=120,
     summary="fabric ports (IPoIB, RoCE), VLANs and nccl.conf",
+    validate=(fabric_problems, vlans_problems),
     modules=(Module("rdma_rxe", when=lambda w: w.soft_roce), Module("8021q", when=lambda w: w.vlans)),
     files=(
         ManagedFile("/etc/nccl.conf", knob="network_nccl_conf"),
