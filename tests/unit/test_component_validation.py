@@ -41,7 +41,8 @@ def test_each_components_rules_are_defined_in_its_own_folder_and_all_declared() 
             assert rule not in sem.VALIDATORS
             declared += 1
         module = sys.modules.get(f"gpuctl_components.{c.name}.validate")
-        written = {f for f in vars(module).values() if _is_rule(f) and f.__module__ == module.__name__} if module else set()
+        written = {f for f in vars(module).values()
+                   if _is_rule(f) and f.__module__ == module.__name__} if module else set()
         assert written == set(c.validate), c.name
     assert declared >= 5  # network (2), nvme_raid, lustre_client, package_mirror, handover
 
@@ -69,10 +70,12 @@ def test_a_components_rule_is_found_through_its_declaration(monkeypatch: pytest.
 WIDGET_INIT = '''"""widget: a component added by a test, with one rule for the inventory."""
 
 from gpuctl.components import Component
+from gpuctl.knobs import Choice
 
 from .validate import cluster_name_problems
 
-COMPONENT = Component(name="widget", order=999, summary="a test component", validate=(cluster_name_problems,))
+COMPONENT = Component(name="widget", order=999, summary="a test component", validate=(cluster_name_problems,),
+                      knobs={"widget_color": Choice(("blue", "red"), "widget colour")})
 '''
 
 WIDGET_RULES = '''"""widget's rule for the inventory."""
@@ -95,6 +98,9 @@ def roles_with_widget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (root / "widget").mkdir()
     (root / "widget" / "__init__.py").write_text(WIDGET_INIT)
     (root / "widget" / "validate.py").write_text(WIDGET_RULES)
+    (root / "widget" / "defaults.yaml").write_text("widget_color: blue\n")
+    (root / "stray").mkdir()  # knobs in a folder that declares no component are no knobs
+    (root / "stray" / "defaults.yaml").write_text("stray_size: 1\n")
     saved = {k: v for k, v in sys.modules.items() if k.startswith("gpuctl_components.")}
     monkeypatch.setattr(components, "roles_dir", lambda: root)
     yield root
@@ -109,7 +115,25 @@ def test_a_new_components_rule_is_picked_up_without_editing_gpuctl(roles_with_wi
     assert "widget" in [c.name for c in components.registry()]
     problems = _problems(H100)
     line = next(i for i, s in enumerate(H100.splitlines(), 1) if s.startswith("cluster:"))
-    assert f"inv.yaml:{line}: cluster.name: 'h100-8x4': a widget cluster's name starts with widget-" in problems, problems
+    want = f"inv.yaml:{line}: cluster.name: 'h100-8x4': a widget cluster's name starts with widget-"
+    assert want in problems, problems
     with pytest.raises(InputError) as exc:
         load_inventory_text(H100, "inv.yaml", base_dir=inventories_dir())
     assert exc.value.exit_code == 2
+
+
+def test_role_vars_are_judged_on_the_knobs_the_components_declare(roles_with_widget: Path) -> None:
+    """The inventory reads knobs and their defaults through the registry, not by globbing
+    roles/*/defaults.yaml: widget's knob is known and judged by its default's shape and its
+    declared type; a defaults.yaml in a folder that declares no component adds no knob."""
+    text = H100.replace("cluster: {name: h100-8x4", "cluster: {name: widget-1") + (
+        "role_vars: {widget_color: 3, widget_colour: red, stray_size: 2}\n")
+    at = len(text.splitlines())
+    assert _problems(text) == [
+        f"inv.yaml:{at}: role_vars.widget_color: 3 is a number; this setting is a string: quote it ('3')",
+        f"inv.yaml:{at}: role_vars.widget_colour: unknown role setting 'widget_colour'; did you mean 'widget_color'?",
+        f"inv.yaml:{at}: role_vars.stray_size: unknown role setting 'stray_size' (see roles/<role>/defaults.yaml)",
+    ]
+    green = text.replace("{widget_color: 3, widget_colour: red, stray_size: 2}", "{widget_color: green}")
+    assert any("role_vars.widget_color" in p and "green" in p for p in _problems(green))
+    load_inventory_text(green.replace("green", "red"), "inv.yaml", base_dir=inventories_dir())
