@@ -29,12 +29,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.errors import InputError
 from gpuctl.paths import roles_dir
 from gpuctl.validation import Validator
 from gpuctl.yamlsrc import load_yaml
+
+if TYPE_CHECKING:  # a file's condition reads the node's spec; gpuctl.spec imports this module
+    from gpuctl.spec import NodeSpec
 
 _MODULE_PREFIX = "gpuctl_components"
 
@@ -67,6 +70,18 @@ class When:
 
 Applies = Callable[[When], str]
 Condition = Callable[[When], bool]
+#: whether a component renders a managed file on a node, judged on the node's resolved spec
+FileCondition = Callable[["NodeSpec"], bool]
+
+
+def on_apt(spec: NodeSpec) -> bool:
+    """A FileCondition: the node installs with apt (Debian, Ubuntu)."""
+    return spec.package_manager == "apt"
+
+
+def on_dnf(spec: NodeSpec) -> bool:
+    """A FileCondition: the node installs with dnf (Rocky, RHEL)."""
+    return spec.package_manager == "dnf"
 
 
 @dataclass(frozen=True)
@@ -105,12 +120,14 @@ class ManagedFile:
     """A configuration file the component renders. `path` is a literal path or a glob;
     `knob` names the default that holds the path, so the role and the lock read the same
     value; `per_node` files hold node-specific content (addresses, array UUIDs) and are
-    compared with the node's own lock entry, never with its peers."""
+    compared with the node's own lock entry, never with its peers. `when` says on which
+    nodes the component renders it: a condition on the node's spec, declared by the
+    component (None = on every node); the lock calls it, nothing parses it."""
 
     path: str
     knob: str | None = None
     per_node: bool = False
-    when: str = "always"  # always | apt | dnf | raid | network | train_env
+    when: FileCondition | None = None
     role: str = ""  # the component that renders it (filled in by the registry)
 
 
