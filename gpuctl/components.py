@@ -264,10 +264,10 @@ def _managed_files(root: Path) -> tuple[ManagedFile, ...]:
     return tuple(replace(f, role=c.name) for c in _registry(root) if not c.delivery for f in c.files)
 
 
-def validators() -> tuple[tuple[str, Validator], ...]:
-    """Every component's rules for the inventory, each with its component's name, in registry
-    order (the provisioned components in provision order, then the delivery ones)."""
-    return tuple((c.name, v) for c in registry() for v in c.validate)
+def validators() -> tuple[Validator, ...]:
+    """Every component's rules for the inventory, in registry order (the provisioned
+    components in provision order, then the delivery ones)."""
+    return tuple(v for c in registry() for v in c.validate)
 
 
 def knob_types() -> dict[str, Any]:

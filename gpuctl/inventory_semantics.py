@@ -158,7 +158,7 @@ def semantic_problems(inv: Inventory, smap: SourceMap, sku: Sku | None) -> list[
     """Every problem (errors and warnings) the shared model's rules and then each component's
     own (registry order) find in a schema-valid inventory."""
     found = Findings(smap)
-    for validate in (*VALIDATORS, *(rule for _, rule in validators())):
+    for validate in (*VALIDATORS, *validators()):
         validate(inv, sku, found)
     return found.problems
 
