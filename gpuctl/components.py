@@ -2,12 +2,15 @@
 
 Each `roles/<component>/__init__.py` declares `COMPONENT = Component(...)`: its matrix
 parts (the package groups of the version matrix it installs), services, kernel modules,
-the configuration files it owns, its knobs with their types (`gpuctl.knobs`), when it
-applies on a node, and its place in the provision order. This module loads those
-declarations (by path, like the roles' install.py and checks.py) into one ordered
-registry; spec resolution, install, checks, lock/drift and the CLI read the registry,
-never a list of their own (tests/unit/test_components.py refuses a list of component
-names spelled out anywhere else).
+the configuration files it owns (and on which nodes), its knobs with their types
+(`gpuctl.knobs`) and defaults (its defaults.yaml), when it applies on a node, its rules
+for the inventory (`validate`, in roles/<component>/validate.py, imported by the
+declaration as `from .validate import ...`) and its place in the provision order. This
+module loads those declarations (by path, like the roles' install.py and checks.py; each
+folder as a package, so the declaration may import the files beside it) into one ordered
+registry; spec resolution, inventory validation, install, checks, lock/drift and the CLI
+read the registry, never a list of their own (tests/unit/test_components.py refuses a
+list of component names spelled out anywhere else).
 
 Why Python and not YAML: a knob's type is a `gpuctl.knobs` object (allowlists, path
 folders, command argv) and "when it applies" is a condition on the inventory; both are
@@ -26,11 +29,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.errors import InputError
 from gpuctl.paths import roles_dir
+from gpuctl.validation import Validator
 from gpuctl.yamlsrc import load_yaml
+
+if TYPE_CHECKING:  # a file's condition reads the node's spec; gpuctl.spec imports this module
+    from gpuctl.spec import NodeSpec
 
 _MODULE_PREFIX = "gpuctl_components"
 
@@ -63,6 +70,18 @@ class When:
 
 Applies = Callable[[When], str]
 Condition = Callable[[When], bool]
+#: whether a component renders a managed file on a node, judged on the node's resolved spec
+FileCondition = Callable[["NodeSpec"], bool]
+
+
+def on_apt(spec: NodeSpec) -> bool:
+    """A FileCondition: the node installs with apt (Debian, Ubuntu)."""
+    return spec.package_manager == "apt"
+
+
+def on_dnf(spec: NodeSpec) -> bool:
+    """A FileCondition: the node installs with dnf (Rocky, RHEL)."""
+    return spec.package_manager == "dnf"
 
 
 @dataclass(frozen=True)
@@ -101,12 +120,14 @@ class ManagedFile:
     """A configuration file the component renders. `path` is a literal path or a glob;
     `knob` names the default that holds the path, so the role and the lock read the same
     value; `per_node` files hold node-specific content (addresses, array UUIDs) and are
-    compared with the node's own lock entry, never with its peers."""
+    compared with the node's own lock entry, never with its peers. `when` says on which
+    nodes the component renders it: a condition on the node's spec, declared by the
+    component (None = on every node); the lock calls it, nothing parses it."""
 
     path: str
     knob: str | None = None
     per_node: bool = False
-    when: str = "always"  # always | apt | dnf | raid | network | train_env
+    when: FileCondition | None = None
     role: str = ""  # the component that renders it (filled in by the registry)
 
 
@@ -132,16 +153,22 @@ class Component:
     probes: tuple[str, ...] = ()
     #: a delivery role (handover, package mirror): run by its own command, never by provision
     delivery: bool = False
+    #: its rules for the inventory beyond the schema (`gpuctl.validation.Validator`), run in
+    #: this order after the shared model's (gpuctl.inventory_semantics); each records its
+    #: problems at the inventory field it judges
+    validate: tuple[Validator, ...] = ()
 
     @property
     def folder(self) -> Path:
         return roles_dir() / self.name
 
 
-def load_module_file(mod_name: str, path: Path, what: str) -> Any:
+def load_module_file(mod_name: str, path: Path, what: str, package: bool = False) -> Any:
     """Import the Python file `path` as module `mod_name` (registered in sys.modules; dropped
-    again when executing it fails). `what` names it in the error ("role nccl", …)."""
-    spec = importlib.util.spec_from_file_location(mod_name, path)
+    again when executing it fails). `what` names it in the error ("role nccl", …). A
+    `package` (a folder's __init__.py) may import the files beside it (`from .x import y`)."""
+    search = [str(path.parent)] if package else None
+    spec = importlib.util.spec_from_file_location(mod_name, path, submodule_search_locations=search)
     if spec is None or spec.loader is None:  # pragma: no cover - only for odd paths
         raise InputError(f"{what}: cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -156,7 +183,7 @@ def load_module_file(mod_name: str, path: Path, what: str) -> Any:
 
 def _load(folder: Path) -> Component:
     path = folder / "__init__.py"
-    module = load_module_file(f"{_MODULE_PREFIX}.{folder.name}", path, f"component {folder.name}")
+    module = load_module_file(f"{_MODULE_PREFIX}.{folder.name}", path, f"component {folder.name}", package=True)
     comp = getattr(module, "COMPONENT", None)
     if not isinstance(comp, Component):
         raise InputError(f"{path}: declares no COMPONENT = Component(...)")
@@ -237,6 +264,12 @@ def _managed_files(root: Path) -> tuple[ManagedFile, ...]:
     return tuple(replace(f, role=c.name) for c in _registry(root) if not c.delivery for f in c.files)
 
 
+def validators() -> tuple[Validator, ...]:
+    """Every component's rules for the inventory, in registry order (the provisioned
+    components in provision order, then the delivery ones)."""
+    return tuple(v for c in registry() for v in c.validate)
+
+
 def knob_types() -> dict[str, Any]:
     """Every knob of every component → its type (`gpuctl.knobs`)."""
     return _knob_types(roles_dir())
@@ -277,6 +310,15 @@ def _defaults(root: Path, name: str) -> dict[str, Any]:
     if not path.is_file():
         return {}
     return dict(load_yaml(path)[0] or {})
+
+
+def all_defaults() -> dict[str, Any]:
+    """Every knob of every component with its default (each component's defaults.yaml, in
+    registry order); a copy the caller may change."""
+    out: dict[str, Any] = {}
+    for c in registry():
+        out.update(defaults(c.name))
+    return out
 
 
 def knob_value(key: str, role_vars: Mapping[str, Any]) -> Any:

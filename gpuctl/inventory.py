@@ -2,10 +2,11 @@
 
 `load_inventory(path)` parses the file (remembering lines), validates the schema
 (unknown keys are errors, with "did you mean"), checks the SKU and matrix named, then runs
-the semantic rules (`gpuctl.inventory_semantics`, one function per subject: unique names and
-addresses, addresses inside their CIDRs, VLAN ids, racks and their power budget, RAID and
-Lustre settings, fabric rates, the package cache host, role knobs, handover accounts) and
-raises one `InputError` listing every problem with `file:line: field: message`.
+the semantic rules (`gpuctl.inventory_semantics`): the shared model's (unique names and
+addresses inside their CIDRs, racks and their power budget, thresholds, role knobs) and then
+each component's own, declared beside it (roles/<component>/validate.py: the fabric and
+VLANs, RAID and Lustre settings, the package cache host, handover accounts), and raises one
+`InputError` listing every problem with `file:line: field: message`.
 Warnings (e.g. CPU memory below the SKU's minimum) are returned, not raised.
 """
 

@@ -16,13 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 from gpuctl.components import defaults
 from gpuctl.errors import InputError
-from gpuctl.inventory import LoadedInventory
 
-if TYPE_CHECKING:  # NodeSpec's module imports this one (spec.resolve applies the cache)
+if TYPE_CHECKING:  # NodeSpec's module imports this one (spec.resolve applies the cache); the
+    # inventory's, through package_mirror's rules (roles/package_mirror/validate.py), this one's limit
+    from gpuctl.inventory import LoadedInventory
     from gpuctl.spec import NodeSpec, RepoSpec
 
 #: Where the cache node reaches its own apt-cacher-ng.
 LOOPBACK = "127.0.0.1"
+#: apt-cacher-ng 3.7.4 (Debian 12), the cluster package cache, stores its upstream proxy's port
+#: signed 16-bit: `Proxy: http://h:42655` reads back as `http://h:-2288…` (`acngtool cfgdump`)
+#: and every cache miss fails with "503 Connection refused" (found in the lab, 2026-12-02).
+#: The inventory refuses a larger `repos.apt_proxy` port (roles/package_mirror/validate.py).
+ACNG_MAX_PROXY_PORT = 32767
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

@@ -9,13 +9,19 @@ the nearest known key.
 from __future__ import annotations
 
 import difflib
-from typing import Any, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from gpuctl.boundary import control_problems
 from gpuctl.errors import InputError
 from gpuctl.yamlsrc import FieldPath, SourceMap, format_path
+
+if TYPE_CHECKING:  # the inventory's rules take its typed model; gpuctl.inventory imports this module
+    from gpuctl.catalog import Sku
+    from gpuctl.inventory import Inventory
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,6 +40,27 @@ class Problem:
     def __str__(self) -> str:
         prefix = "warning: " if self.warning else ""
         return f"{prefix}{self.where}: {format_path(self.path)}: {self.message}"
+
+
+@dataclass
+class Findings:
+    """The problems an inventory rule found so far, each at its field path
+    (`file:line: field: message`, through the source map)."""
+
+    smap: SourceMap
+    problems: list[Problem] = field(default_factory=list)
+
+    def err(self, path: FieldPath, msg: str) -> None:
+        self.problems.append(Problem(self.smap.where(path), path, msg))
+
+    def warn(self, path: FieldPath, msg: str) -> None:
+        self.problems.append(Problem(self.smap.where(path), path, msg, warning=True))
+
+
+#: one rule of the inventory beyond its schema: the typed inventory, its SKU (None when the
+#: SKU name did not load) and the Findings it records problems in (gpuctl.inventory_semantics
+#: holds the shared model's; each component declares its own, `Component.validate`)
+Validator = Callable[["Inventory", "Sku | None", Findings], None]
 
 
 def _known_fields(model: type[BaseModel], path: FieldPath) -> list[str]:

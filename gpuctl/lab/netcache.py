@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl.errors import ExecutionError
-from gpuctl.inventory_semantics import ACNG_MAX_PROXY_PORT
 from gpuctl.lab.state import GUEST_HOST_ADDRESS, ProcessRecord, cache_root
+from gpuctl.repocache import ACNG_MAX_PROXY_PORT
 
 log = logging.getLogger(__name__)
 

@@ -32,14 +32,8 @@ def _resolve_path(mf: ManagedFile, package_manager: str) -> str:
 
 
 def _applies(mf: ManagedFile, spec: NodeSpec) -> bool:
-    return {
-        "always": True,
-        "apt": spec.package_manager == "apt",
-        "dnf": spec.package_manager == "dnf",
-        "raid": spec.raid is not None,
-        "network": spec.fabric.type != "none" or bool(spec.vlans),
-        "train_env": spec.train_env is not None and spec.roles.get("train_env") == "",
-    }[mf.when]
+    """The component's own condition for the file (`ManagedFile.when`; None = every node)."""
+    return mf.when is None or mf.when(spec)
 
 
 def managed_files(spec: NodeSpec) -> list[str]:

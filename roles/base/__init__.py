@@ -1,7 +1,7 @@
 """base: kernel command line, nouveau blacklisted, sysctl, memlock limits, package holds
 against unattended upgrades (roles/base: install.py, checks.py, defaults.yaml)."""
 
-from gpuctl.components import Component, ManagedFile
+from gpuctl.components import Component, ManagedFile, on_apt
 from gpuctl.knobs import CMDLINE_WORD, PACKAGE, Path
 
 COMPONENT = Component(
@@ -11,9 +11,9 @@ COMPONENT = Component(
         ManagedFile("/etc/modprobe.d/*gpuctl*"),
         ManagedFile("/etc/sysctl.d/90-gpuctl.conf", knob="base_sysctl_file"),
         ManagedFile("/etc/security/limits.d/90-gpuctl-memlock.conf", knob="base_limits_file"),
-        ManagedFile("/etc/default/grub.d/gpuctl.cfg", knob="base_grub_dropin", when="apt"),
+        ManagedFile("/etc/default/grub.d/gpuctl.cfg", knob="base_grub_dropin", when=on_apt),
         ManagedFile("/etc/apt/apt.conf.d/51gpuctl-unattended-upgrades", knob="base_unattended_upgrades_file",
-                    when="apt"),
+                    when=on_apt),
     ),
     knobs={
         "base_kernel_cmdline_extra": CMDLINE_WORD,

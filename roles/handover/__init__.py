@@ -4,9 +4,12 @@
 from gpuctl.components import Component
 from gpuctl.knobs import GROUP, LOGIN_PROBE_COMMANDS, PREFIX, Choice, Path
 
+from .validate import handover_problems
+
 COMPONENT = Component(
     name="handover", order=0, delivery=True,
     summary="customer accounts and keys",
+    validate=(handover_problems,),
     knobs={
         "handover_shell": Path(("/bin", "/usr/bin", "/usr/local/bin")),
         "handover_sudoers_dir": Path(files=("/etc/sudoers.d",)),

@@ -3,20 +3,34 @@
 from gpuctl.components import Component, ManagedFile, Module
 from gpuctl.knobs import PACKAGE, PREFIX, Choice, Path, Word
 
+from .validate import fabric_problems, vlans_problems
+
+
+def _configured(fabric: str, vlans: bool) -> bool:
+    """The one rule for where network applies and where its port files are: the inventory
+    gives the nodes a fabric or VLANs."""
+    return fabric != "none" or vlans
+
+
+def _configured_here(spec):
+    return _configured(spec.fabric.type, bool(spec.vlans))
+
+
 COMPONENT = Component(
     name="network", order=120,
     summary="fabric ports (IPoIB, RoCE), VLANs and nccl.conf",
+    validate=(fabric_problems, vlans_problems),
     modules=(Module("rdma_rxe", when=lambda w: w.soft_roce), Module("8021q", when=lambda w: w.vlans)),
     files=(
         ManagedFile("/etc/nccl.conf", knob="network_nccl_conf"),
-        ManagedFile("/etc/modules-load.d/gpuctl-network.conf", knob="network_modules_file", when="network"),
-        ManagedFile("/etc/systemd/system/gpuctl-*", when="network"),
-        ManagedFile("/usr/local/sbin/gpuctl-roce-qos", knob="network_roce_qos_script", when="network"),
-        ManagedFile("/etc/network/interfaces.d/gpuctl-*", per_node=True, when="network"),
-        ManagedFile("/etc/netplan/60-gpuctl.yaml", knob="network_netplan_file", per_node=True, when="network"),
-        ManagedFile("/etc/NetworkManager/system-connections/gpuctl-*", per_node=True, when="network"),
+        ManagedFile("/etc/modules-load.d/gpuctl-network.conf", knob="network_modules_file", when=_configured_here),
+        ManagedFile("/etc/systemd/system/gpuctl-*", when=_configured_here),
+        ManagedFile("/usr/local/sbin/gpuctl-roce-qos", knob="network_roce_qos_script", when=_configured_here),
+        ManagedFile("/etc/network/interfaces.d/gpuctl-*", per_node=True, when=_configured_here),
+        ManagedFile("/etc/netplan/60-gpuctl.yaml", knob="network_netplan_file", per_node=True, when=_configured_here),
+        ManagedFile("/etc/NetworkManager/system-connections/gpuctl-*", per_node=True, when=_configured_here),
     ),
-    applies=lambda w: "" if (w.fabric != "none" or w.vlans) else "no fabric and no VLANs in the inventory",
+    applies=lambda w: "" if _configured(w.fabric, w.vlans) else "no fabric and no VLANs in the inventory",
     container="shares the host kernel; cannot create VLAN or RDMA (rxe) devices",
     probes=("pci_sysfs", "interfaces", "fabric"),
     knobs={

@@ -1,16 +1,16 @@
 """nvidia_repo: the NVIDIA CUDA repository (or the cluster mirror), its signing key verified
 by sha256, and apt pinning by origin."""
 
-from gpuctl.components import Component, ManagedFile
+from gpuctl.components import Component, ManagedFile, on_apt, on_dnf
 from gpuctl.knobs import GLOB, ORIGIN, REPO_ID, Path
 
 COMPONENT = Component(
     name="nvidia_repo", order=20,
     summary="the NVIDIA repository, its verified key and apt pinning",
     files=(
-        ManagedFile("/etc/apt/sources.list.d/*gpuctl*", when="apt"),
-        ManagedFile("/etc/apt/apt.conf.d/*gpuctl-proxy*", when="apt"),
-        ManagedFile("/etc/yum.repos.d/*gpuctl*", when="dnf"),
+        ManagedFile("/etc/apt/sources.list.d/*gpuctl*", when=on_apt),
+        ManagedFile("/etc/apt/apt.conf.d/*gpuctl-proxy*", when=on_apt),
+        ManagedFile("/etc/yum.repos.d/*gpuctl*", when=on_dnf),
     ),
     knobs={
         "nvidia_repo_key_file_apt": Path(("/etc/apt/keyrings", "/usr/share/keyrings")),

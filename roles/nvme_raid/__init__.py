@@ -3,10 +3,14 @@
 from gpuctl.components import Component, ManagedFile
 from gpuctl.knobs import INITRAMFS_COMMANDS, MKFS_EXT4, MKFS_XFS, PACKAGE, Choice, MountOptions, Path
 
+from .validate import raid_problems
+
 COMPONENT = Component(
     name="nvme_raid", order=130,
     summary="the NVMe RAID scratch array",
-    files=(ManagedFile("/etc/mdadm/mdadm.conf", knob="nvme_raid_mdadm_conf", per_node=True, when="raid"),),
+    validate=(raid_problems,),
+    files=(ManagedFile("/etc/mdadm/mdadm.conf", knob="nvme_raid_mdadm_conf", per_node=True,
+                       when=lambda s: s.raid is not None),),
     applies=lambda w: "" if w.raid else "no storage.raid in the inventory",
     container="has no block devices of its own for md RAID",
     probes=("md_detail",),

@@ -4,9 +4,12 @@ host (a delivery role: `gpuctl mirror`, never provision)."""
 from gpuctl.components import Component
 from gpuctl.knobs import PACKAGE, UNIT, Address, Path, Word
 
+from .validate import package_cache_problems
+
 COMPONENT = Component(
     name="package_mirror", order=0, delivery=True,
     summary="the cluster's package cache",
+    validate=(package_cache_problems,),
     knobs={
         "package_mirror_bind_address": Address(),
         "package_mirror_conf_file": Path(("/etc/apt-cacher-ng",)),

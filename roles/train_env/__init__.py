@@ -12,12 +12,17 @@ def _applies(w):
     return "" if w.knob("train_env_enabled") is not False else "role_vars.train_env_enabled is false"
 
 
+def _rendered(spec):
+    """Its files are on the node where the matrix pins an environment and the role runs."""
+    return spec.train_env is not None and spec.roles.get("train_env") == ""
+
+
 COMPONENT = Component(
     name="train_env", order=160,
     summary="the training environment (torch venv)",
     files=(
-        ManagedFile("/etc/profile.d/gpuctl-train-env.sh", knob="train_env_profile_file", when="train_env"),
-        ManagedFile("/opt/gpuctl/train-env.lock.txt", knob="train_env_lock_file", when="train_env"),
+        ManagedFile("/etc/profile.d/gpuctl-train-env.sh", knob="train_env_profile_file", when=_rendered),
+        ManagedFile("/opt/gpuctl/train-env.lock.txt", knob="train_env_lock_file", when=_rendered),
     ),
     applies=_applies,
     knobs={

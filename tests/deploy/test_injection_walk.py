@@ -25,9 +25,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuctl.components import all_defaults as role_defaults
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory_text
-from gpuctl.inventory_semantics import role_defaults
 from gpuctl.paths import inventories_dir
 from gpuctl.rolerun import load_delivery_role
 from gpuctl.runner.roles import load_role

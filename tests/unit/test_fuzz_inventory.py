@@ -65,7 +65,7 @@ def _full_inventory() -> dict:
     (those the schema takes as an override), so every field and knob holds a string to fuzz."""
     import yaml
 
-    from gpuctl.inventory_semantics import role_defaults
+    from gpuctl.components import all_defaults as role_defaults
 
     data = yaml.safe_load(BASE)
     data["role_vars"] = {k: v for k, v in role_defaults().items() if v is not None

@@ -203,7 +203,7 @@ def test_matrix_must_be_a_catalog_name(name: str) -> None:
 def test_every_string_knob_has_a_type_and_its_default_passes_it() -> None:
     """A new knob cannot slip past the boundary untyped: every string (and list item, map
     entry) in every roles/*/defaults.yaml has a declared type, and the default satisfies it."""
-    from gpuctl.inventory_semantics import role_defaults
+    from gpuctl.components import all_defaults as role_defaults
     from gpuctl.knobs import KNOBS, knob_problems
 
     def strings(v: object) -> bool:

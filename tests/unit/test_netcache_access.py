@@ -144,8 +144,8 @@ def test_lab_servers_bind_loopback_below_32768() -> None:
     32767, and the kernel's ephemeral ports start at 32768: the lab's servers pick lower ones."""
     import http.server
 
-    from gpuctl.inventory_semantics import ACNG_MAX_PROXY_PORT
     from gpuctl.lab.netcache import LOW_PORTS, _bind_low_port
+    from gpuctl.repocache import ACNG_MAX_PROXY_PORT
 
     assert LOW_PORTS[1] <= ACNG_MAX_PROXY_PORT
     servers = [_bind_low_port(http.server.BaseHTTPRequestHandler) for _ in range(5)]
