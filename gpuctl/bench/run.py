@@ -41,6 +41,7 @@ from gpuctl.parsers.training import (
     parse_training_log,
 )
 from gpuctl.remediation import Remediation
+from gpuctl.results import bench_stage
 from gpuctl.runcontext import inventory_summary, matrix_summary, thresholds_summary
 from gpuctl.runrecord import RunRecord, now_iso
 from gpuctl.spec import NodeSpec, train_env_knob
@@ -558,6 +559,7 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
     every result is
     a verdict (check, status, subject, value, threshold, unit, source, remediation, message)
     plus test, host, raw (and skipped when the tool reported it could not start)."""
-    data = BenchRun(loaded, specs, suite, record, targets, progress, train_env).run()
+    # written through the typed result the report reads (gpuctl.results.BenchStage)
+    data = bench_stage(BenchRun(loaded, specs, suite, record, targets, progress, train_env).run()).dump()
     record.stage("bench", data)
     return data
