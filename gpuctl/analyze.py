@@ -3,8 +3,9 @@
 `analyze_text(kind, text, sku)` is what `gpuctl analyze KIND FILE` calls; bench and
 report code can call it too. `detect_kind(text)` tells the kind of an output given
 without one (`gpuctl analyze FILE`) from the marks each tool prints, and refuses when
-none or several kinds' marks are in it. Each kind pairs one parser with one judging helper from
-`gpuctl.verdicts` and a function that lists the headline figures.
+none or several kinds' marks are in it. The kinds, their parsers, judging rules, figures and
+marks are the one registry `gpuctl.kinds`; the verdicts come from `gpuctl.kinds.judge_text`,
+the path the bench's judging takes too.
 """
 
 from __future__ import annotations

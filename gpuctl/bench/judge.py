@@ -4,7 +4,7 @@
 of tool kinds (`gpuctl.kinds.judge_text`, the path `gpuctl analyze` takes too); unusable
 output (a ParseError) becomes a "could not run" verdict quoting the parser's reason, never
 a pass. `result_dict` is the one shape every result has in `stages/bench.json` and in
-`gpuctl bench --json`.
+`gpuctl bench --json` (its typed model: `gpuctl.results.BenchResult`).
 """
 
 from __future__ import annotations

@@ -107,3 +107,35 @@ def test_a_result_of_the_wrong_kind_is_an_input_error_naming_the_field(
     monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path / "runs"))
     r = CliRunner().invoke(main, ["report", "latest", "--format", "json"])
     assert r.exit_code == 2 and field in r.output and "Traceback" not in r.output
+
+
+def _stored(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The bench returns the stored lab record (its run is not what these tests are about)."""
+    import gpuctl.bench.run
+
+    data = json.loads((ROOT / "tests/data/report/bench-lab-stand-in.json").read_text())
+    monkeypatch.setattr(gpuctl.bench.run, "run_bench", lambda *a, **k: data)
+    return data
+
+
+def test_turnkey_and_rebuild_read_the_bench_result_through_its_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuctl.inventory import load_inventory
+    from gpuctl.lock.rebuilding import _bench
+    from gpuctl.runrecord import RunRecord
+    from gpuctl.spec import resolve
+    from gpuctl.turnkey import TurnkeyContext
+    from gpuctl.turnkey_stages import bench_stage as turnkey_bench
+
+    data = _stored(monkeypatch)
+    loaded = load_inventory(ROOT / "tests" / "data" / "inventories" / "lab-placeholder.yaml")
+    specs = resolve(loaded)
+    record = RunRecord.create("bench", root=tmp_path / "runs")
+    outcome = turnkey_bench(TurnkeyContext(loaded, specs, record, {"suite": "quick"}))
+    first = next(r for h in data["hosts"].values() for r in h["results"] if r["status"] in ("fail", "error"))
+    assert outcome.status == "fail" and outcome.detail.startswith(f"benchmarks fail: {first['host']}: "
+                                                                   f"{first['message']}")
+    got = _bench(loaded, specs[0], specs[1:], "quick", record, [])
+    assert got is not None and got["status"] == "fail" and got["hosts"] == {"gpu-01": "fail", "gpu-02": "fail"}
+    busbw = got["values"]["all_reduce_busbw_gb_s gpu-01"]
+    assert busbw == {"gpu-01": data["hosts"]["gpu-01"]["results"][1]["value"]}
