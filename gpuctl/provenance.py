@@ -1,13 +1,13 @@
 """Where a benchmark figure came from: real hardware, or a lab stand-in / emulated device.
 
-`emulated_source(kind, stdout, stderr)` reads the tool's own output (never the cluster's
-or a node's name) and returns why the figure is not a measurement of real hardware, or
-None when nothing says so:
+`emulated_reason(stdout, stderr, rdma_device=...)` reads the tool's own output (never the
+cluster's or a node's name) and returns why the figure is not a measurement of real hardware,
+or None when nothing says so (`gpuctl.kinds.emulated_source` asks it for one tool kind):
 
 - a lab stand-in tool (``gpuctl/lab/standin/tools/labhw.py``: nccl-tests, the bandwidth
   probe, gdsio, ``dcgmi diag``) declares itself on stderr with one line that starts with
   `STANDIN_MARK`, naming the tool and the stand-in package it came from;
-- perftest names the RDMA device it ran on (``Device : rxe0``): the kernel's software
+- perftest (the kinds with `rdma_device`) names the RDMA device it ran on (``Device : rxe0``): the kernel's software
   RDMA providers (Soft-RoCE ``rdma_rxe`` devices ``rxe*``, soft-iWARP ``siw*``; rdma-core
   ``providers/rxe``, ``providers/siw``) have no HCA behind them;
 - the fio script prints the model of every block device under the RAID mount on stderr
@@ -68,13 +68,14 @@ def emulated_disks(text: str) -> list[str]:
     return found
 
 
-def emulated_source(kind: str, stdout: str, stderr: str = "") -> str | None:
-    """Why the figures of this output are emulated, or None (see the module docstring)."""
+def emulated_reason(stdout: str, stderr: str = "", *, rdma_device: bool = False) -> str | None:
+    """Why the figures of this output are emulated, or None (see the module docstring);
+    `rdma_device`: the tool names the RDMA device it ran on (perftest)."""
     both = stdout + "\n" + stderr
     declared = standin_declaration(both)
     if declared is not None:
         return declared
-    if kind in ("ib_write_bw", "ib_write_lat") and (dev := soft_rdma_device(stdout)):
+    if rdma_device and (dev := soft_rdma_device(stdout)):
         return f"software RDMA device {dev} (Soft-RoCE/soft-iWARP, no HCA)"
     disks = emulated_disks(both)
     if disks:

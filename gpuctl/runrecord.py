@@ -241,7 +241,7 @@ class RunRecord:
             return None
         data = _load_json(p)
         if not isinstance(data, dict):
-            raise InputError(f"{p}: corrupt run record (a stage is a JSON object, found {_shape._kind(data)})")
+            raise InputError(f"{p}: corrupt run record (a stage is a JSON object, found {_shape.kind_of(data)})")
         _check_shape(p, data, _shape.STAGES.get(name, {}))
         return data
 

@@ -1,5 +1,6 @@
-"""The shapes of the run-record files gpuctl reads back: `run.json` and the stages that
-`report`, `turnkey --resume` and `handover` consume (verify, bench, turnkey).
+"""The shapes of the run-record files gpuctl reads back: `run.json` and the turnkey stage
+(`turnkey --resume`). The verify and bench stages are read through their typed models
+(`gpuctl.results`), which are their shape.
 
 A run folder is user-writable data: a hand-edited, truncated or foreign file must be an
 input error naming the file and the field (exit 2), not an AttributeError deep inside the
@@ -29,11 +30,6 @@ class ListOf:
     item: Any
 
 
-@dataclass(frozen=True)
-class Pair:
-    """[number, number] (an NCCL series point: size in bytes, bus bandwidth)."""
-
-
 class _Any:
     pass
 
@@ -43,12 +39,6 @@ TEXT = (str, type(None))
 NUMBER = (int, float)
 
 
-_CHECK = {"check": TEXT, "role": TEXT, "status": TEXT, "message": TEXT, "remediation": TEXT}
-_RESULT = {"subject": TEXT, "test": TEXT, "check": TEXT, "status": TEXT, "unit": TEXT, "source": TEXT,
-           "remediation": TEXT, "message": TEXT, "raw": TEXT}
-_THRESHOLD = {"min": NUMBER, "max": NUMBER, "warn_below": NUMBER, "warn_above": NUMBER, "not_applicable": bool,
-              "source": TEXT}
-
 RUN_JSON: dict[str, Any] = {
     "id": TEXT, "command": TEXT, "argv": ListOf(TEXT), "gpuctl_version": TEXT, "started": TEXT,
     "finished": TEXT, "resumed": TEXT, "status": TEXT, "bundle": TEXT,
@@ -56,28 +46,6 @@ RUN_JSON: dict[str, Any] = {
 }
 
 STAGES: dict[str, dict[str, Any]] = {
-    "verify": {
-        "status": TEXT,
-        "hosts": MapOf({"status": TEXT, "unreachable_reason": TEXT, "counts": MapOf(int),
-                        "failed": ListOf(_CHECK), "could_not_run": ListOf(_CHECK), "checks": ListOf(_CHECK)}),
-    },
-    "bench": {
-        "status": TEXT, "suite": TEXT, "run_id": TEXT,
-        "thresholds": MapOf(_THRESHOLD),
-        "hosts": MapOf({"status": TEXT, "results": ListOf(_RESULT), "thresholds": MapOf(_THRESHOLD)}),
-        "cluster": {"results": ListOf(_RESULT)},
-        "nccl_series": ListOf({"label": TEXT, "test": TEXT, "points": ListOf(Pair())}),
-        "inventory": {"nodes": ListOf(TEXT), "cluster": TEXT, "sku": TEXT, "gpu_model": TEXT, "os": TEXT,
-                      "matrix": TEXT},
-        "matrix": {"name": TEXT},
-        "localisation": {"trigger": TEXT, "rounds": int, "bound": int, "nodes": ListOf(TEXT),
-                         "findings": ListOf({"kind": TEXT, "nodes": ListOf(TEXT), "message": TEXT,
-                                             "evidence": ListOf(int), "hcas": ListOf(TEXT),
-                                             "interfaces": ListOf(TEXT)}),
-                         "steps": ListOf({"round": int, "stage": TEXT, "text": TEXT, "raw": TEXT,
-                                          "value": (*NUMBER, type(None)), "slow": (bool, type(None))}),
-                         "limits": ListOf(TEXT), "slow_fraction": NUMBER, "slow_fraction_source": TEXT},
-    },
     "turnkey": {
         "stages": MapOf({"status": TEXT, "detail": TEXT, "started": TEXT, "seconds": NUMBER, "data": {}}),
         "history": ListOf({}),
@@ -85,7 +53,8 @@ STAGES: dict[str, dict[str, Any]] = {
 }
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What a JSON value is, in words: 'an object', 'a number', …"""
     return {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null",
             int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 
@@ -93,10 +62,10 @@ def _kind(value: Any) -> str:
 def _want(shape: Any) -> str:
     if isinstance(shape, (dict, MapOf)):
         return "an object"
-    if isinstance(shape, (ListOf, Pair)):
-        return "an array" if isinstance(shape, ListOf) else "[number, number]"
+    if isinstance(shape, ListOf):
+        return "an array"
     types = shape if isinstance(shape, tuple) else (shape,)
-    names = sorted({_kind(t()) if t is not type(None) else "null" for t in types})
+    names = sorted({kind_of(t()) if t is not type(None) else "null" for t in types})
     return " or ".join(names)
 
 
@@ -108,30 +77,26 @@ def problems(value: Any, shape: Any, path: tuple[str | int, ...] = (), out: list
     where = format_path(path)
     if isinstance(shape, dict):
         if not isinstance(value, dict):
-            out.append(f"{where}: expected {_want(shape)}, found {_kind(value)}")
+            out.append(f"{where}: expected {_want(shape)}, found {kind_of(value)}")
             return out
         for key, sub in shape.items():
             if key in value:
                 problems(value[key], sub, (*path, key), out)
     elif isinstance(shape, MapOf):
         if not isinstance(value, dict):
-            out.append(f"{where}: expected {_want(shape)}, found {_kind(value)}")
+            out.append(f"{where}: expected {_want(shape)}, found {kind_of(value)}")
             return out
         for key, item in value.items():
             problems(item, shape.value, (*path, str(key)), out)
     elif isinstance(shape, ListOf):
         if not isinstance(value, list):
-            out.append(f"{where}: expected {_want(shape)}, found {_kind(value)}")
+            out.append(f"{where}: expected {_want(shape)}, found {kind_of(value)}")
             return out
         for i, item in enumerate(value):
             problems(item, shape.item, (*path, i), out)
-    elif isinstance(shape, Pair):
-        if not (isinstance(value, list) and len(value) == 2
-                and all(isinstance(x, NUMBER) and not isinstance(x, bool) for x in value)):
-            out.append(f"{where}: expected [number, number], found {_kind(value)}")
     else:
         types = shape if isinstance(shape, tuple) else (shape,)
         numeric = any(t in (int, float) for t in types) and bool not in types
         if not isinstance(value, types) or (numeric and isinstance(value, bool)):
-            out.append(f"{where}: expected {_want(shape)}, found {_kind(value)}")
+            out.append(f"{where}: expected {_want(shape)}, found {kind_of(value)}")
     return out

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from gpuctl import results
 from gpuctl.bench import suites
 from gpuctl.bundle import make_bundle
 from gpuctl.handover import handover
@@ -22,6 +23,7 @@ from gpuctl.lock import lock
 from gpuctl.preflight import run_preflight
 from gpuctl.runner.bootstrap import ensure_patched
 from gpuctl.turnkey import STAGES, StageFn, StageOutcome, TurnkeyContext
+from gpuctl.verdicts import Status
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +80,10 @@ def bench_stage(ctx: TurnkeyContext) -> StageOutcome:
     from gpuctl.bench.run import run_bench
 
     suite = suites.SUITES[str(ctx.options.get("suite", "acceptance"))]
-    data = run_bench(ctx.loaded, ctx.specs, suite, ctx.record)
-    status = data.get("status", "fail")
-    failed = [f"{r.get('host') or 'cluster'}: {r.get('message')}"
-              for h in [*data.get("hosts", {}).values(), data.get("cluster", {})]
-              for r in h.get("results", []) if r.get("status") in ("fail", "error")]
+    result = results.bench_stage(run_bench(ctx.loaded, ctx.specs, suite, ctx.record))  # the typed result
+    status = "fail" if result.status is None else result.status.value
+    failed = [f"{r.host or 'cluster'}: {r.message}" for b in [*result.hosts.values(), result.cluster]
+              for r in b.results if r.status in (Status.FAIL, Status.ERROR)]
     if status in ("fail", "error"):
         return StageOutcome("fail", f"benchmarks {status}: {_first(failed)}")
     return StageOutcome("pass", f"{suite.name} suite {status}")

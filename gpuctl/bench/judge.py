@@ -1,68 +1,25 @@
-"""Turning one benchmark's raw output into verdicts, through the parsers engineer's
-`gpuctl.parsers.*` and `gpuctl.verdicts` (no parsing here).
+"""Turning one benchmark's raw output into verdicts (no parsing here).
 
-`judge_output(kind, text, sku, subject)` parses `text` with the parser for `kind` and
-judges it; unusable output (a ParseError) becomes a "could not run" verdict quoting the
-parser's reason, never a pass. `result_dict` is the one shape every result has in
-`stages/bench.json` and in `gpuctl bench --json`.
+`judge_output(kind, text, sku, subject)` parses and judges `text` through the one registry
+of tool kinds (`gpuctl.kinds.judge_text`, the path `gpuctl analyze` takes too); unusable
+output (a ParseError) becomes a "could not run" verdict quoting the parser's reason, never
+a pass. `result_dict` is the one shape every result has in `stages/bench.json` and in
+`gpuctl bench --json` (its typed model: `gpuctl.results.BenchResult`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl import kinds
 from gpuctl.catalog import Sku
 from gpuctl.errors import ParseError
-from gpuctl.parsers.bandwidth import parse_bandwidth
-from gpuctl.parsers.dcgm import parse_dcgmi_diag
-from gpuctl.parsers.fio import parse_fio
-from gpuctl.parsers.gdsio import parse_gdsio
-from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
-from gpuctl.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
-from gpuctl.parsers.training import TrainingResult, parse_training_log
-from gpuctl.provenance import emulated_source
+from gpuctl.parsers.nccl import NcclResult
+from gpuctl.parsers.training import TrainingResult
 from gpuctl.remediation import Remediation
 from gpuctl.spec import NodeSpec
-from gpuctl.verdicts import (
-    Status,
-    Subject,
-    Verdict,
-    could_not_run,
-    judge_bandwidth,
-    judge_dcgm,
-    judge_fio,
-    judge_gdsio,
-    judge_ib_write_bw,
-    judge_ib_write_lat,
-    judge_nccl,
-    judge_training,
-)
-
-Parser = Callable[[str], Any]
-Judge = Callable[..., list[Verdict]]
-
-
-@dataclass(frozen=True)
-class Kind:
-    """How one benchmark's output is read and judged."""
-
-    parse: Parser
-    judge: Judge
-    check: str  # the check name of a "could not run" verdict
-
-
-KINDS: dict[str, Kind] = {
-    "nccl": Kind(parse_nccl_tests, judge_nccl, "nccl"),
-    "bandwidth": Kind(parse_bandwidth, judge_bandwidth, "bandwidth"),
-    "ib_write_bw": Kind(parse_ib_write_bw, judge_ib_write_bw, "ib_write_bw_gbit_s"),
-    "ib_write_lat": Kind(parse_ib_write_lat, judge_ib_write_lat, "ib_write_lat_us"),
-    "fio": Kind(parse_fio, judge_fio, "fio"),
-    "gdsio": Kind(parse_gdsio, judge_gdsio, "gdsio"),
-    "dcgm": Kind(parse_dcgmi_diag, judge_dcgm, "dcgm"),
-    "training": Kind(parse_training_log, judge_training, "training"),
-}
+from gpuctl.verdicts import Status, Subject, Verdict, could_not_run
 
 
 def effective_sku(sku: Sku, spec: NodeSpec) -> Sku:
@@ -82,9 +39,9 @@ def judge_output(kind: str, text: str, sku: Sku | None, subject: Subject, exit_s
                  stderr: str = "") -> Judged:
     """Parse and judge one tool output; a ParseError becomes a could-not-run verdict. The
     figures of an output from a lab stand-in or an emulated device carry why (`emulated`)."""
-    k = KINDS[kind]
+    k = kinds.get(kind)
     try:
-        parsed = k.parse(text)
+        judged = kinds.judge_text(kind, text, sku, subject, stderr)
     except ParseError as exc:
         reason = str(exc)
         if exit_status == 127 or "command not found" in stderr:
@@ -92,9 +49,10 @@ def judge_output(kind: str, text: str, sku: Sku | None, subject: Subject, exit_s
         elif exit_status != 0:
             reason = f"exit {exit_status}: {_last_line(stderr) or reason}"
         return Judged([could_not_run(k.check, reason, subject, Remediation.RERUN)])
-    verdicts = k.judge(parsed, sku, subject)
+    # judged as another kind (`ToolKind.also_reads`): no result of this kind to chart
+    parsed = judged.parsed if judged.kind == kind else None
     skipped = parsed.skipped if isinstance(parsed, TrainingResult) else None
-    return Judged(verdicts, parsed, skipped, emulated_source(kind, text, stderr))
+    return Judged(list(judged.verdicts), parsed, skipped, judged.emulated)
 
 
 def _last_line(text: str) -> str:

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuctl import kinds
 from gpuctl.bench import localise, localise_run, mpissh, remote, suites
 from gpuctl.bench.judge import Judged, effective_sku, judge_output, nccl_series, not_applicable, result_dict
 from gpuctl.bench.pairing import pairing_rounds
@@ -40,6 +41,7 @@ from gpuctl.parsers.training import (
     parse_training_log,
 )
 from gpuctl.remediation import Remediation
+from gpuctl.results import bench_stage
 from gpuctl.runcontext import inventory_summary, matrix_summary, thresholds_summary
 from gpuctl.runrecord import RunRecord, now_iso
 from gpuctl.spec import NodeSpec, train_env_knob
@@ -128,7 +130,7 @@ class BenchRun:
 
     def judge_result(self, kind: str, res: CmdResult, sku: Sku, subject: Subject) -> Judged:
         if res.timed_out:
-            return Judged([could_not_run(KIND_CHECK.get(kind, kind), f"timed out after {res.duration_s:.0f} s",
+            return Judged([could_not_run(kinds.get(kind).check, f"timed out after {res.duration_s:.0f} s",
                                          subject)])
         return judge_output(kind, res.stdout, sku, subject, res.exit_status, res.stderr)
 
@@ -142,7 +144,7 @@ class BenchRun:
             for t in self.suite.nccl_tests
         ]
         if self.suite.bwprobe:
-            tests.append(("bwprobe", "bandwidth", suites.bwprobe_script(), None))
+            tests.append((_test("bandwidth"), "bandwidth", suites.bwprobe_script(), None))
         if self.suite.fio:
             for job in suites.FIO_JOBS:
                 if spec.raid is None:
@@ -153,15 +155,15 @@ class BenchRun:
             gds = spec.components.get("gds")
             if gds is None or not gds.enabled or spec.raid is None:
                 reason = (gds.reason if gds is not None and not gds.enabled else "no storage.raid for gdsio files")
-                tests.append(("gdsio", "gdsio", None, f"GDS not installed: {reason}"))
+                tests.append((_test("gdsio"), "gdsio", None, f"GDS not installed: {reason}"))
             else:
-                tests.append(("gdsio", "gdsio", suites.gdsio_script(spec, self.suite, run_id), None))
+                tests.append((_test("gdsio"), "gdsio", suites.gdsio_script(spec, self.suite, run_id), None))
         if self.suite.dcgm:
-            tests.append(("dcgm_diag", "dcgm", suites.dcgm_script(), None))
+            tests.append((_test("dcgm"), "dcgm", suites.dcgm_script(), None))
         if self.suite.training:
             peak = self.loaded.sku.dense_bf16_tflops.value
-            tests.append(("training", "training", suites.training_script(spec, self.suite, self.train_id, peak,
-                                                                         self.env_path(spec)),
+            tests.append((_test("training"), "training",
+                          suites.training_script(spec, self.suite, self.train_id, peak, self.env_path(spec)),
                           program_text("train_smoke.py")))
         return tests
 
@@ -178,7 +180,7 @@ class BenchRun:
         sku = self.sku(spec)
         for test, kind, script, extra in self.node_tests(spec):
             if script is None:
-                bucket.add([not_applicable(KIND_CHECK.get(kind, kind), extra or "", subject)], test, host, None)
+                bucket.add([not_applicable(kinds.get(kind).check, extra or "", subject)], test, host, None)
                 continue
             self.progress(f"{host}: {test}")
             res = remote.run(target, script, self.suite.timeout_s, stdin=extra)
@@ -193,8 +195,8 @@ class BenchRun:
 
     # ---------------------------------------------------------------- pairs
 
-    def run_pairs(self, tool: str) -> None:
-        kind = tool
+    def run_pairs(self, kind: str) -> None:
+        tool = _test(kind)  # the perftest program; the test and raw-file names start with it
         names = [s.node for s in self.specs if s.node not in self.reachable]
         for rnd, pairs in enumerate(pairing_rounds(names), start=1):
             jobs = []
@@ -207,8 +209,8 @@ class BenchRun:
             def one(job: tuple[str, str, int]) -> tuple[tuple[str, str, int], CmdResult, CmdResult]:
                 a, b, i = job
                 sa, sb = self.by_name[a], self.by_name[b]
-                server = suites.perftest_script(tool, sa, i)
-                client = suites.perftest_script(tool, sb, i, suites.fabric_address(sa, i))
+                server = suites.perftest_script(kind, sa, i)
+                client = suites.perftest_script(kind, sb, i, suites.fabric_address(sa, i))
                 srv, cli = remote.run_server_client(self.targets[a], server, self.targets[b], client,
                                                     timeout_s=min(self.suite.timeout_s, 180))
                 return job, srv, cli
@@ -498,8 +500,9 @@ def _reason(res: CmdResult) -> str:
     return res.reason()
 
 
-KIND_CHECK = {"nccl": "nccl", "bandwidth": "bandwidth", "fio": "fio", "gdsio": "gdsio", "dcgm": "dcgm",
-              "training": "training", "ib_write_bw": "ib_write_bw_gbit_s", "ib_write_lat": "ib_write_lat_us"}
+def _test(kind: str) -> str:
+    """The bench's test (and raw-file) name of a run of `kind` (`ToolKind.bench_test`)."""
+    return kinds.get(kind).bench_test or kind
 
 
 def train_env_path(spec: NodeSpec) -> str:
@@ -556,6 +559,7 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
     every result is
     a verdict (check, status, subject, value, threshold, unit, source, remediation, message)
     plus test, host, raw (and skipped when the tool reported it could not start)."""
-    data = BenchRun(loaded, specs, suite, record, targets, progress, train_env).run()
+    # written through the typed result the report reads (gpuctl.results.BenchStage)
+    data = bench_stage(BenchRun(loaded, specs, suite, record, targets, progress, train_env).run()).dump()
     record.stage("bench", data)
     return data

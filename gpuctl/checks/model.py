@@ -10,30 +10,16 @@ test report, so the runner reads them even from an xdist worker.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from gpuctl.redact import redact
 from gpuctl.remediation import Remediation
+from gpuctl.results import CheckStatus, HostStatus
 
 __all__ = [
     "CheckFailure", "CheckResult", "CheckStatus", "CouldNotRun", "HostResult", "HostStatus", "Remediation",
     "VerifyResult",
 ]
-
-
-class CheckStatus(StrEnum):
-    PASS = "pass"
-    FAIL = "fail"
-    SKIP = "skip"
-    ERROR = "error"  # could not run
-
-
-class HostStatus(StrEnum):
-    PASS = "pass"
-    FAIL = "fail"
-    UNREACHABLE = "unreachable"  # no check could run (SSH failed)
-    ERROR = "error"  # some checks could not run, none failed
 
 
 def _text(value: Any) -> str:

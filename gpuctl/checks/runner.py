@@ -26,6 +26,7 @@ from gpuctl.errors import ExecutionError, InputError
 from gpuctl.inventory import LoadedInventory
 from gpuctl.lock.model import lock_firmware
 from gpuctl.paths import roles_dir
+from gpuctl.results import verify_stage
 from gpuctl.runner.logroute import engine_logs_to
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import ROLE_ORDER, NodeSpec, resolve
@@ -238,8 +239,9 @@ def run_verify(
         if record is not None:
             result.run_id = record.id
             _keep_raw(record, raw)
-            record.stage("verify", {**result.as_dict(), "ssh_config": ssh_config.read_text(),
-                                    "pytest_args": args})
+            # written through the typed result the report reads (gpuctl.results.VerifyStage)
+            record.stage("verify", verify_stage({**result.as_dict(), "ssh_config": ssh_config.read_text(),
+                                                 "pytest_args": args}).dump())
         return result
     finally:
         if connection != "local":

@@ -13,25 +13,28 @@ from gpuctl.cli.tables import Headers, Row, print_verdicts
 from gpuctl.errors import InputError
 from gpuctl.inventory import load_inventory
 from gpuctl.report.gather import fmt_threshold, fmt_value
+from gpuctl.results import BenchStage, bench_stage
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import resolve
 
 
-def rows(data: dict[str, Any]) -> list[Row]:
-    """The verdict rows of a bench result (`run_bench`'s shape), nodes first, then the cluster."""
-    thresholds = data.get("thresholds") or {}  # the cluster rows'; each node's rows: its own
-    results = ([(r, h.get("thresholds") or thresholds) for h in data["hosts"].values() for r in h["results"]]
-               + [(r, thresholds) for r in data["cluster"]["results"]])
-    return [Row(r["subject"], r["check"], r["status"], fmt_value(r.get("value"), r.get("unit") or ""),
-                fmt_threshold(r["check"], r.get("threshold"), r.get("unit") or "", own),
-                r["message"], r.get("emulated") or "", r.get("unit") or "")
+def rows(data: dict[str, Any] | BenchStage) -> list[Row]:
+    """The verdict rows of a bench result (`run_bench`'s shape, read through its typed model
+    `gpuctl.results.BenchStage`), nodes first, then the cluster."""
+    stage = data if isinstance(data, BenchStage) else bench_stage(data)
+    # each node's rows against its own thresholds; the cluster rows against the first node's
+    results = ([(r, stage.thresholds_of(name)) for name, h in stage.hosts.items() for r in h.results]
+               + [(r, stage.thresholds) for r in stage.cluster.results])
+    return [Row(r.subject, r.check, str(r.status), fmt_value(r.value, r.unit or ""),
+                fmt_threshold(r.check, r.threshold, r.unit or "", own),
+                r.message or "", r.emulated or "", r.unit or "")
             for r, own in results]
 
 
-def _print(data: dict[str, Any]) -> None:
+def _print(stage: BenchStage) -> None:
     out = console()
-    print_verdicts(out, rows(data), Headers(subject="node / pair"))
-    out.print(styled(f"bench {data['suite']}: ", (data["status"], "bold"), f" — run record {data['run_id']}"))
+    print_verdicts(out, rows(stage), Headers(subject="node / pair"))
+    out.print(styled(f"bench {stage.suite}: ", (str(stage.status), "bold"), f" — run record {stage.run_id}"))
 
 
 @click.command("bench", epilog=EXIT_CODES_HELP)
@@ -54,14 +57,18 @@ def bench(inventory: str, suite: str, limit: tuple[str, ...], as_json: bool) -> 
     err = console(stderr=True)
     data = run_bench(loaded, specs, SUITES[suite], record,
                      progress=None if as_json else (lambda msg: err.print(styled((f"… {msg}", "dim")))))
-    record.finish(data["status"])
+    stage = bench_stage(data)
+    status = str(stage.status)
+    record.finish(status)
     if as_json:
-        emit_json({"run_id": data["run_id"], "suite": data["suite"], "status": data["status"],
-                   "hosts": {h: {"status": d["status"], "results": d["results"]} for h, d in data["hosts"].items()},
-                   "cluster": {"status": data["cluster"]["status"], "results": data["cluster"]["results"]}})
+        emit_json({"run_id": stage.run_id, "suite": stage.suite, "status": status,
+                   "hosts": {h: {"status": str(b.status), "results": [r.dump() for r in b.results]}
+                             for h, b in stage.hosts.items()},
+                   "cluster": {"status": str(stage.cluster.status),
+                               "results": [r.dump() for r in stage.cluster.results]}})
     else:
-        _print(data)
-    raise SystemExit(int(exit_code(data["status"])))
+        _print(stage)
+    raise SystemExit(int(exit_code(status)))
 
 
 def register(main: click.Group) -> None:

@@ -18,9 +18,11 @@ from gpuctl.lock.compare import Drift, DriftReport, diff_entry, diff_peers
 from gpuctl.lock.managed import per_node_file
 from gpuctl.lock.model import load_lock, lock_path, now_iso, write_lock
 from gpuctl.lock.pins import consensus_entry, pin_from_lock, pins_changed
+from gpuctl.results import bench_stage
 from gpuctl.runner.roles import select_roles
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import NodeSpec, resolve
+from gpuctl.verdicts import Status
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +136,16 @@ def _bench(loaded: LoadedInventory, spec: NodeSpec, peers: list[NodeSpec], suite
     if suite_name not in SUITES:
         raise InputError(f"unknown bench suite {suite_name!r}; suites: {', '.join(SUITES)}")
     chosen = [spec, *peers[:1]]
-    data = run_bench(loaded, chosen, SUITES[suite_name], record)
+    result = bench_stage(run_bench(loaded, chosen, SUITES[suite_name], record))  # the typed result
     values: dict[str, dict[str, Any]] = {}
-    for node, h in data.get("hosts", {}).items():
-        for r in h.get("results", []):
-            if isinstance(r.get("value"), (int, float)):
-                key = r.get("check", "") + (f" {r['subject']}" if isinstance(r.get("subject"), str) else "")
-                values.setdefault(key, {})[node] = r["value"]
-    return {"suite": suite_name, "status": data.get("status"), "nodes": [s.node for s in chosen],
-            "hosts": {h: v.get("status") for h, v in data.get("hosts", {}).items()},
-            "cluster": (data.get("cluster") or {}).get("status"), "values": values}
+    for node, h in result.hosts.items():
+        for r in h.results:
+            if isinstance(r.value, (int, float)):
+                values.setdefault(f"{r.check} {r.subject}", {})[node] = r.value
+    return {"suite": suite_name, "status": _value(result.status), "nodes": [s.node for s in chosen],
+            "hosts": {h: _value(b.status) for h, b in result.hosts.items()},
+            "cluster": _value(result.cluster.status), "values": values}
+
+
+def _value(status: Status | None) -> str | None:
+    return None if status is None else status.value

@@ -10,18 +10,15 @@ run made with a different inventory. Runs without an inventory hash only report 
 own stages.
 
 The cluster summary and the exact matrix come from the bench stage's snapshot
-(`inventory`, `matrix`, written by `gpuctl.bench.run`); without a bench stage they are
-resolved from the inventory file, if it still has the recorded sha256.
+(`inventory`, `matrix`); without one (a verify-only run, an older record) from the inventory
+file while it still has the recorded sha256 (`gpuctl.results.snapshot_from_inventory`).
 
-Stage shapes consumed (adapters: `verify_section`, `bench_section`):
-- `stages/verify.json` (gpuctl.checks.model.VerifyResult.as_dict): {status, run, hosts:
-  {name: {status, unreachable_reason, counts{pass, fail, skip, error}, failed[{check,
-  expected, found, remediation, message}], could_not_run[…], checks[{check, role,
-  status, expected, found, remediation, message}]}}}
-- `stages/bench.json`: see `gpuctl.bench.run.run_bench`; its `training` (the run across
-  nodes) and the cluster results of the tests `training_launchers` / `training_multi_node`
-  make the training section (`training_section`); its `localisation` the fault-finding
-  section (`fault_finding_section`).
+The stages are read through their typed models only (`gpuctl.results`: `VerifyStage` for
+`stages/verify.json`, `BenchStage` for `stages/bench.json`); the report imports no workflow
+(bench, checks) and resolves no inventory itself. Sections: `verify_section`,
+`bench_section`; the bench's `training` (the run across nodes) and the cluster results of
+the tests `training_launchers` / `training_multi_node` make the training section
+(`training_section`); its `localisation` the fault-finding section (`fault_finding_section`).
 """
 
 from __future__ import annotations
@@ -34,11 +31,21 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.errors import InputError
-from gpuctl.inventory import load_inventory
 from gpuctl.report.chart import ThresholdLine, loss_chart, nccl_chart, size_label
-from gpuctl.runcontext import inventory_summary, matrix_summary
-from gpuctl.runrecord import RunRecord, now_iso, runs_root, sha256_file
-from gpuctl.spec import resolve
+from gpuctl.results import (
+    BenchResult,
+    BenchStage,
+    InventoryRecord,
+    LocalisationRecord,
+    MatrixRecord,
+    ThresholdRecord,
+    TrainingRecord,
+    VerifyStage,
+    read_bench,
+    read_verify,
+    snapshot_from_inventory,
+)
+from gpuctl.runrecord import RunRecord, now_iso, runs_root
 
 log = logging.getLogger(__name__)
 
@@ -109,17 +116,17 @@ def fmt_value(v: Any, unit: str) -> str:
     return f"{text} {unit}".strip() if text else ""
 
 
-def fmt_threshold(check: str, value: Any, unit: str, thresholds: dict[str, Any]) -> str:
+def fmt_threshold(check: str, value: Any, unit: str, thresholds: dict[str, ThresholdRecord]) -> str:
     """'≥ 460 GB/s (warn below 480)' from the recorded threshold, else the bare limit."""
     t = thresholds.get(check)
-    if t and t.get("not_applicable"):
+    if t is not None and t.not_applicable:
         return "n/a"
-    if t and "min" in t:
-        warn = f" (warn below {fmt_number(t['warn_below'])})" if "warn_below" in t else ""
-        return f"≥ {fmt_value(t['min'], unit)}{warn}"
-    if t and "max" in t:
-        warn = f" (warn above {fmt_number(t['warn_above'])})" if "warn_above" in t else ""
-        return f"≤ {fmt_value(t['max'], unit)}{warn}"
+    if t is not None and t.min is not None:
+        warn = f" (warn below {fmt_number(t.warn_below)})" if t.warn_below is not None else ""
+        return f"≥ {fmt_value(t.min, unit)}{warn}"
+    if t is not None and t.max is not None:
+        warn = f" (warn above {fmt_number(t.warn_above)})" if t.warn_above is not None else ""
+        return f"≤ {fmt_value(t.max, unit)}{warn}"
     if value is None:
         return ""
     return f"= {fmt_value(value, unit)}" if not isinstance(value, (int, float)) or isinstance(value, bool) \
@@ -129,20 +136,27 @@ def fmt_threshold(check: str, value: Any, unit: str, thresholds: dict[str, Any])
 # ---------------------------------------------------------------- sections
 
 
-def verify_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[str, Any]:
+def _text(value: str | None) -> str:
+    return "" if value is None else value
+
+
+def _status(value: Any, default: str = "none") -> str:
+    return default if value is None else str(value)
+
+
+def verify_section(stage: VerifyStage | None, rec: RunRecord | None) -> dict[str, Any]:
     """The per-node check table: one row per node, one column per role."""
-    if not stage:
+    if stage is None or not stage.dump():
         return {"available": False, "run_id": None, "status": "none", "roles": [], "rows": [], "failures": []}
-    hosts = stage.get("hosts") or {}
-    roles = sorted({c.get("role") or "other" for h in hosts.values() for c in h.get("checks", [])})
+    hosts = stage.hosts
+    roles = sorted({c.role or "other" for h in hosts.values() for c in h.checks})
     rows, failures = [], []
     for name in sorted(hosts):
         h = hosts[name]
-        checks = h.get("checks", [])
         cells = []
         for role in roles:
-            mine = [c for c in checks if (c.get("role") or "other") == role]
-            c = Counter(x.get("status") for x in mine)
+            mine = [c for c in h.checks if (c.role or "other") == role]
+            c = Counter(str(x.status) for x in mine)
             total = len(mine) - c.get("skip", 0)
             if not mine:
                 cells.append({"role": role, "status": "none", "text": "—"})
@@ -154,49 +168,49 @@ def verify_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[
                 cells.append({"role": role, "status": "skip", "text": "skipped"})
             else:
                 cells.append({"role": role, "status": "pass", "text": f"{c.get('pass', 0)}/{total} pass"})
-        counts = h.get("counts") or dict(Counter(x.get("status") for x in checks))
-        rows.append({"node": name, "status": h.get("status", "error"), "cells": cells,
+        counts = h.counts or dict(Counter(str(x.status) for x in h.checks))
+        reason = _text(h.unreachable_reason)
+        rows.append({"node": name, "status": str(h.status), "cells": cells,
                      "passed": counts.get("pass", 0), "failed": counts.get("fail", 0),
                      "could_not_run": counts.get("error", 0), "skipped": counts.get("skip", 0),
-                     "unreachable_reason": h.get("unreachable_reason", "")})
-        if h.get("unreachable_reason"):
+                     "unreachable_reason": reason})
+        if reason:
             failures.append({"source": "verify", "node": name, "check": "ssh", "status": "error",
-                             "message": h["unreachable_reason"], "expected": "", "found": "",
+                             "message": reason, "expected": "", "found": "",
                              "remediation": "rerun", "emulated": ""})
-        for status, key in (("fail", "failed"), ("error", "could_not_run")):
-            for f in h.get(key, []):
-                failures.append({"source": "verify", "node": name, "check": f.get("check", ""), "status": status,
-                                 "message": f.get("message", ""), "expected": f.get("expected", ""),
-                                 "found": f.get("found", ""), "remediation": f.get("remediation", ""),
-                                 "emulated": ""})
-    return {"available": True, "run_id": rec.id if rec else None, "status": stage.get("status", "none"),
+        for status, briefs in (("fail", h.failed), ("error", h.could_not_run)):
+            for f in briefs:
+                failures.append({"source": "verify", "node": name, "check": f.check, "status": status,
+                                 "message": f.message, "expected": f.expected, "found": f.found,
+                                 "remediation": f.remediation, "emulated": ""})
+    return {"available": True, "run_id": rec.id if rec else None, "status": _status(stage.status),
             "roles": roles, "rows": rows, "failures": failures}
 
 
-def _bench_row(r: dict[str, Any], thresholds: dict[str, Any]) -> dict[str, Any]:
-    value = r.get("value")
+def _bench_row(r: BenchResult, thresholds: dict[str, ThresholdRecord]) -> dict[str, Any]:
+    value, unit = r.value, _text(r.unit)
     return {
-        "subject": r.get("subject", ""), "test": r.get("test", ""), "check": r.get("check", ""),
-        "node": r.get("host") or "cluster",
-        "status": "skipped" if r.get("skipped") else r.get("status", ""),
-        "value": fmt_value(value, r.get("unit", "")),
+        "subject": r.subject, "test": _text(r.test), "check": r.check,
+        "node": r.host or "cluster",
+        "status": "skipped" if r.skipped else str(r.status),
+        "value": fmt_value(value, unit),
         "number": float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
-        "unit": r.get("unit", ""),
-        "threshold": fmt_threshold(r.get("check", ""), r.get("threshold"), r.get("unit", ""), thresholds),
-        "source": r.get("source", ""), "remediation": r.get("remediation", "none"),
-        "message": r.get("message", ""), "raw": r.get("raw") or "",
-        "emulated": r.get("emulated") or "",
+        "unit": unit,
+        "threshold": fmt_threshold(r.check, r.threshold, unit, thresholds),
+        "source": _text(r.source), "remediation": _text(r.remediation),
+        "message": _text(r.message), "raw": r.raw or "",
+        "emulated": r.emulated or "",
     }
 
 
-def _worst_row(rows: list[dict[str, Any]], thresholds: dict[str, Any]) -> dict[str, Any]:
+def _worst_row(rows: list[dict[str, Any]], thresholds: dict[str, ThresholdRecord]) -> dict[str, Any]:
     """The row with the worst status; among equals the furthest from passing (the lowest value
     under a minimum, the highest under a maximum)."""
     rank = min(_RANK.get(r["status"], len(_RANK)) for r in rows)
     tied = [r for r in rows if _RANK.get(r["status"], len(_RANK)) == rank]
     numeric = [r for r in tied if r["number"] is not None]
-    t = thresholds.get(rows[0]["check"]) or {}
-    if numeric and "max" in t:
+    t = thresholds.get(rows[0]["check"])
+    if numeric and t is not None and t.max is not None:
         return max(numeric, key=lambda r: r["number"])
     if numeric:
         return min(numeric, key=lambda r: r["number"])
@@ -215,7 +229,7 @@ def _summary_status(statuses: list[str]) -> str:
     return "none"
 
 
-def check_summary(rows: list[dict[str, Any]], thresholds: dict[str, Any]) -> list[dict[str, Any]]:
+def check_summary(rows: list[dict[str, Any]], thresholds: dict[str, ThresholdRecord]) -> list[dict[str, Any]]:
     """One line per (test, check) across its subjects: worst status, worst subject, min /
     median / max of the figures, how many subjects and how many of them are emulated."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -239,37 +253,36 @@ def check_summary(rows: list[dict[str, Any]], thresholds: dict[str, Any]) -> lis
     return out
 
 
-def bench_section(stage: dict[str, Any] | None, rec: RunRecord | None) -> dict[str, Any]:
-    if not stage:
+def bench_section(stage: BenchStage | None, rec: RunRecord | None) -> dict[str, Any]:
+    if stage is None or not stage.dump():
         return {"available": False, "run_id": None, "suite": "", "status": "none", "nodes": [], "results": [],
                 "cluster_results": [], "failures": [], "series": [], "summary": [], "details": []}
-    thresholds = stage.get("thresholds") or {}
+    thresholds = stage.thresholds
     nodes, results, failures = [], [], []
-    for name in sorted(stage.get("hosts") or {}):
-        h = stage["hosts"][name]
-        nodes.append({"node": name, "status": h.get("status", "none")})
-        own = h.get("thresholds") or thresholds  # the node's own (records before issue 18: the first node's)
-        results += [_bench_row(r, own) for r in h.get("results", [])]
-    cluster = [_bench_row(r, thresholds) for r in (stage.get("cluster") or {}).get("results", [])]
+    for name in sorted(stage.hosts):
+        nodes.append({"node": name, "status": _status(stage.hosts[name].status)})
+        # each node's rows against its own thresholds (records before issue 18: the first node's)
+        results += [_bench_row(r, stage.thresholds_of(name)) for r in stage.hosts[name].results]
+    cluster = [_bench_row(r, thresholds) for r in stage.cluster.results]
     for r in results + cluster:
         if r["status"] in ("fail", "error", "warn", "skipped"):
             failures.append({"source": "bench", "node": r["subject"], "check": r["check"], "status": r["status"],
                              "message": r["message"], "expected": r["threshold"], "found": r["value"],
                              "remediation": r["remediation"], "emulated": r["emulated"]})
-    series = [{**s, "emulated": s.get("emulated") or "",
+    # the series as recorded (its fields passed through), with the text the tables show
+    series = [{**s.dump(), "emulated": s.emulated or "",
                "points_text": "; ".join(f"{size_label(p[0])} → {fmt_number(float(p[1]))}"
-                                        for p in s["points"] if p[0] > 0)}
-              for s in stage.get("nccl_series") or []]
+                                        for p in s.points if p[0] > 0)}
+              for s in stage.nccl_series]
     # the per-subject rows, by node (then the cluster's pairs and multi-node run), for <details>
     details = [{"node": n["node"], "status": n["status"], "rows": [r for r in results if r["node"] == n["node"]]}
                for n in nodes]
     if cluster:
-        details.append({"node": "cluster", "status": (stage.get("cluster") or {}).get("status", "none"),
-                        "rows": cluster})
+        details.append({"node": "cluster", "status": _status(stage.cluster.status), "rows": cluster})
     for d in details:
         d["emulated"] = sum(1 for r in d["rows"] if r["emulated"])
-    return {"available": True, "run_id": rec.id if rec else stage.get("run_id"), "suite": stage.get("suite", ""),
-            "status": stage.get("status", "none"), "nodes": nodes, "results": results, "cluster_results": cluster,
+    return {"available": True, "run_id": rec.id if rec else stage.run_id, "suite": stage.suite,
+            "status": _status(stage.status), "nodes": nodes, "results": results, "cluster_results": cluster,
             "failures": failures, "series": series, "summary": check_summary(results + cluster, thresholds),
             "details": details}
 
@@ -300,106 +313,94 @@ def _verdict(rows: list[dict[str, Any]], *checks: str) -> dict[str, Any] | None:
     return None
 
 
-def training_section(stage: dict[str, Any] | None) -> dict[str, Any]:
+def training_section(stage: BenchStage | None) -> dict[str, Any]:
     """The training run across nodes: bench.json's `training` (loss per step, ranks, tokens/s,
     versions) beside the verdicts the bench made on it (loss falls, ranks agree, tokens/s per
     GPU, scaling efficiency, MFU, each launcher). Nothing is judged here: statuses, thresholds
     and sources are the bench's."""
-    stage = stage or {}
-    t = stage.get("training") or {}
-    thresholds = stage.get("thresholds") or {}
-    rows = [_bench_row(r, thresholds) for r in (stage.get("cluster") or {}).get("results", [])
-            if r.get("test") in TRAINING_TESTS]
-    if not t and not rows:
+    stage = stage or BenchStage()
+    t: TrainingRecord = stage.training
+    rows = [_bench_row(r, stage.thresholds) for r in stage.cluster.results if r.test in TRAINING_TESTS]
+    if not t.started and not rows:
         return {"available": False}
-    nodes = list(t.get("nodes") or [])
-    loss = [[p[0], p[1]] for p in t.get("loss") or []]
+    nodes = list(t.nodes)
+    loss = [[p[0], p[1]] for p in t.loss or []]
     emulated = next((r["emulated"] for r in rows if r["emulated"]), "")
     series = []
     if loss:
         series.append({"label": f"{len(nodes)} nodes (torchrun)", "points": loss, "emulated": emulated})
-    series += [{"label": f"{node} alone", "points": pts, "emulated": emulated}
-               for node, pts in (t.get("single_node_loss") or {}).items() if pts]
+    series += [{"label": f"{node} alone", "points": [[p[0], p[1]] for p in pts], "emulated": emulated}
+               for node, pts in t.single_node_loss.items() if pts]
     for s in series:
         pts = s["points"]
         s["text"] = (f"{fmt_number(float(pts[0][1]))} → {fmt_number(float(pts[-1][1]))} over {len(pts)} steps"
                      if pts else "")
     per_rank = _verdict(rows, "train_tokens_per_s_per_gpu")
-    versions = t.get("versions") or {}
-    per_node = [{"node": node, **{k: v.get(k) for k in ("python", "torch", "cuda", "nccl", "gpus")}}
-                for node, v in versions.items()]
+    per_node = [{"node": node, "python": v.python, "torch": v.torch, "cuda": v.cuda, "nccl": v.nccl, "gpus": v.gpus}
+                for node, v in t.versions.items()]
     distinct = {(v["torch"], v["cuda"], v["nccl"]) for v in per_node}
-    ran = t.get("ran") or {}
-    single = t.get("single_node_tokens_per_s") or {}
+    ran = t.ran if t.ran is not None and t.ran.dump() else None
     return {
         "available": True,
         "status": _summary_status([r["status"] for r in rows]),
         "subject": f"{len(nodes)} nodes" if nodes else "",
-        "nodes": nodes, "head": t.get("head", ""), "endpoint": t.get("endpoint", ""),
-        "rank0_node": t.get("rank0_node", ""), "backend": t.get("backend", ""), "model": t.get("model", ""),
-        "world_size": t.get("world_size"),
-        "finished": "loss" in t,
+        "nodes": nodes, "head": t.head, "endpoint": t.endpoint,
+        "rank0_node": t.rank0_node, "backend": _text(t.backend), "model": _text(t.model),
+        "world_size": t.world_size,
+        "finished": "loss" in t.model_fields_set,
         "series": series,
         "loss": _verdict(rows, "train_loss_falls"),
         "ranks_agree": _verdict(rows, "train_ranks_agree"),
-        "ranks": [{"rank": r.get("rank"), "node": r.get("node", ""), "host": r.get("host", ""),
-                   "checksum": r.get("checksum", ""), "differs": bool(r.get("differs"))} for r in t.get("ranks") or []],
-        "tokens_per_s": fmt_value(t.get("tokens_per_s"), "tokens/s"),
-        "tokens_per_s_per_gpu": fmt_value(t.get("tokens_per_s_per_rank"), per_rank["unit"] if per_rank else
+        "ranks": [{"rank": r.rank, "node": _text(r.node), "host": _text(r.host), "checksum": _text(r.checksum),
+                   "differs": r.differs} for r in t.ranks],
+        "tokens_per_s": fmt_value(t.tokens_per_s, "tokens/s"),
+        "tokens_per_s_per_gpu": fmt_value(t.tokens_per_s_per_rank, per_rank["unit"] if per_rank else
                                           "tokens/s per rank"),
-        "single_node": [{"node": n, "tokens_per_s": fmt_value(v, "tokens/s")} for n, v in single.items()],
+        "single_node": [{"node": n, "tokens_per_s": fmt_value(v, "tokens/s")}
+                        for n, v in t.single_node_tokens_per_s.items()],
         "scaling": _verdict(rows, "train_scaling_efficiency"),
         "mfu": _verdict(rows, "train_mfu_fraction", "train_tflops"),
         "launchers": [{"node": r["subject"], "status": r["status"], "message": r["message"]}
                       for r in rows if r["check"] == "train_launcher"],
         "problems": [{"status": r["status"], "message": r["message"]} for r in rows if r["check"] == "training"],
-        "ran": {"torch": ran.get("torch") or "", "cuda": ran.get("cuda") or "none",
-                "nccl": ran.get("nccl") or "none"} if ran else None,
+        "ran": {"torch": ran.torch or "", "cuda": ran.cuda or "none", "nccl": ran.nccl or "none"} if ran else None,
         "versions": per_node,
         "versions_differ": len(distinct) > 1,
         "emulated": emulated,
     }
 
 
-def fault_finding_section(stage: dict[str, Any] | None) -> dict[str, Any]:
+def fault_finding_section(stage: BenchStage | None) -> dict[str, Any]:
     """The fault finding (bench.json's `localisation`, gpuctl.bench.localise): why it started,
     the suspects named (node, HCA and interface, or the link), each with its evidence chain
     (the figures, each beside what it was judged against), what it could not tell apart, and
     the rounds used against the bound. Nothing is judged here."""
-    loc = (stage or {}).get("localisation") or {}
-    if not loc:
+    loc: LocalisationRecord = (stage or BenchStage()).localisation
+    if not loc.ran:
         return {"available": False}
-    steps = [s for s in loc.get("steps") or [] if isinstance(s, dict)]
+    steps = [{"text": _text(s.text), "slow": s.slow, "raw": _text(s.raw)} for s in loc.steps]
 
-    def chain(idx: list[Any]) -> list[dict[str, Any]]:
-        out = []
-        for i in idx:
-            if isinstance(i, int) and 0 <= i < len(steps):
-                s = steps[i]
-                out.append({"text": s.get("text") or "", "slow": s.get("slow"), "raw": s.get("raw") or ""})
-        return out
+    def chain(idx: list[int]) -> list[dict[str, Any]]:
+        return [steps[i] for i in idx if 0 <= i < len(steps)]
 
-    findings = [{"kind": f.get("kind", ""), "nodes": ", ".join(f.get("nodes") or []), "message": f.get("message", ""),
-                 "hcas": ", ".join(f"{h} ({i})" for h, i in zip(f.get("hcas") or [], f.get("interfaces") or [],
-                                                               strict=False)),
-                 "named": f.get("kind") in ("node", "link"), "evidence": chain(list(f.get("evidence") or []))}
-                for f in loc.get("findings") or [] if isinstance(f, dict)]
+    findings = [{"kind": f.kind, "nodes": ", ".join(f.nodes), "message": f.message,
+                 "hcas": ", ".join(f"{h} ({i})" for h, i in zip(f.hcas, f.interfaces, strict=False)),
+                 "named": f.kind in ("node", "link"), "evidence": chain(f.evidence)}
+                for f in loc.findings]
     return {
         "available": True,
-        "trigger": loc.get("trigger") or "",
-        "nodes": len(loc.get("nodes") or []),
-        "rounds": loc.get("rounds"),
-        "bound": loc.get("bound"),
-        "within_bound": isinstance(loc.get("rounds"), int) and isinstance(loc.get("bound"), int)
-        and loc["rounds"] <= loc["bound"],
+        "trigger": _text(loc.trigger),
+        "nodes": len(loc.nodes),
+        "rounds": loc.rounds,
+        "bound": loc.bound,
+        "within_bound": loc.rounds is not None and loc.bound is not None and loc.rounds <= loc.bound,
         "measurements": len(steps),
         "suspects": [f for f in findings if f["named"]],
         "others": [f for f in findings if not f["named"]],
-        "limits": [str(x) for x in loc.get("limits") or []],
-        "slow_fraction": f"{loc['slow_fraction']:.0%}" if isinstance(loc.get("slow_fraction"), (int, float))
-        else "?",
-        "slow_fraction_source": loc.get("slow_fraction_source") or "",
-        "steps": [{"text": s.get("text") or "", "slow": s.get("slow"), "raw": s.get("raw") or ""} for s in steps],
+        "limits": list(loc.limits),
+        "slow_fraction": f"{loc.slow_fraction:.0%}" if loc.slow_fraction is not None else "?",
+        "slow_fraction_source": _text(loc.slow_fraction_source),
+        "steps": [dict(s) for s in steps],
     }
 
 
@@ -413,24 +414,13 @@ def emulated_summary(bench: dict[str, Any]) -> dict[str, Any] | None:
             "reasons": sorted({r["emulated"] for r in marked} | {s["emulated"] for s in bench["series"]} - {""})}
 
 
-def _chart(bench: dict[str, Any], thresholds: dict[str, Any]) -> str:
+def _chart(bench: dict[str, Any], thresholds: dict[str, ThresholdRecord]) -> str:
     t = thresholds.get("all_reduce_busbw_gb_s")
     single = [s for s in bench["series"] if "all_reduce" in (s.get("test") or "")]
     line = None
-    if t and "min" in t and single:
-        line = ThresholdLine(float(t["min"]), f"single-node floor {fmt_number(float(t['min']))} GB/s")
+    if t is not None and t.min is not None and single:
+        line = ThresholdLine(float(t.min), f"single-node floor {fmt_number(float(t.min))} GB/s")
     return nccl_chart(bench["series"], line)
-
-
-def _inventory_from_file(meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """Cluster summary + matrix resolved from the inventory file, when its sha256 still matches."""
-    inv = meta.get("inventory") or {}
-    path = inv.get("path")
-    if not path or not Path(path).is_file() or sha256_file(path) != inv.get("sha256"):
-        return None
-    loaded = load_inventory(path)
-    specs = resolve(loaded)
-    return inventory_summary(loaded, specs), matrix_summary(specs[0])
 
 
 def build_report(ref: str = "latest", root: Path | None = None, now: str | None = None) -> dict[str, Any]:
@@ -442,18 +432,19 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
     if "verify" not in chosen and "bench" not in chosen:
         raise InputError(f"run {run.id} has no verify or bench results, and no run of the same inventory has: "
                          "run `gpuctl verify` or `gpuctl bench` first")
-    stages = {name: rec.read_stage(name) for name, rec in chosen.items()}
-    bench_stage = stages.get("bench") or {}
-    inventory, matrix = bench_stage.get("inventory"), bench_stage.get("matrix")
+    verify_stage = read_verify(chosen["verify"]) if "verify" in chosen else None
+    bench_stage = read_bench(chosen["bench"]) if "bench" in chosen else None
+    inventory = bench_stage.inventory if bench_stage is not None else None
+    matrix = bench_stage.matrix if bench_stage is not None else None
     if inventory is None or matrix is None:
-        resolved = _inventory_from_file(meta)
-        inventory, matrix = resolved if resolved else ({}, {})
-    verify = verify_section(stages.get("verify"), chosen.get("verify"))
-    bench = bench_section(stages.get("bench"), chosen.get("bench"))
-    training = training_section(stages.get("bench"))
-    fault_finding = fault_finding_section(stages.get("bench"))
-    thresholds = bench_stage.get("thresholds") or {}
-    nodes = sorted(set(inventory.get("nodes", [])) | {r["node"] for r in verify["rows"]}
+        snapshot = snapshot_from_inventory(meta.get("inventory") or {})
+        inventory, matrix = snapshot if snapshot else (InventoryRecord(), MatrixRecord())
+    verify = verify_section(verify_stage, chosen.get("verify"))
+    bench = bench_section(bench_stage, chosen.get("bench"))
+    training = training_section(bench_stage)
+    fault_finding = fault_finding_section(bench_stage)
+    thresholds = bench_stage.thresholds if bench_stage is not None else {}
+    nodes = sorted(set(inventory.nodes) | {r["node"] for r in verify["rows"]}
                    | {n["node"] for n in bench["nodes"]})
     runs = []
     for stage, rec in sorted(chosen.items(), key=lambda kv: STAGES.index(kv[0])):
@@ -463,7 +454,7 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
                      "status": m.get("status", ""), "gpuctl_version": m.get("gpuctl_version", "")})
     failures = verify["failures"] + bench["failures"]
     status = worst([s for s in (verify["status"], bench["status"]) if s != "none"])
-    cluster_name = inventory.get("cluster") or "unknown cluster"
+    cluster_name = inventory.cluster or "unknown cluster"
     emulated = emulated_summary(bench)
     kind = "Lab report (emulated figures, not an acceptance)" if emulated else "Acceptance report"
     return {
@@ -471,17 +462,17 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
         "status": status,
         "emulated": emulated,
         "cluster": {
-            "name": cluster_name, "sku": inventory.get("sku", ""), "gpu_model": inventory.get("gpu_model", ""),
-            "gpus_per_node": inventory.get("gpus_per_node", 0), "os": inventory.get("os", ""),
-            "matrix": inventory.get("matrix", matrix.get("name", "")), "node_count": len(nodes), "nodes": nodes,
+            "name": cluster_name, "sku": inventory.sku, "gpu_model": inventory.gpu_model,
+            "gpus_per_node": inventory.gpus_per_node, "os": inventory.os,
+            "matrix": inventory.matrix if "matrix" in inventory.model_fields_set else matrix.name,
+            "node_count": len(nodes), "nodes": nodes,
         },
         "matrix": {
-            "name": matrix.get("name", ""),
-            "driver": matrix.get("driver", {}),
-            "components": [
-                {**c, "packages_text": ", ".join(p["pin"] for p in c.get("packages", []))}
-                for c in matrix.get("components", [])
-            ],
+            "name": matrix.name,
+            "driver": matrix.driver.dump(),
+            # each component as recorded (its fields passed through), with its pins as one text
+            "components": [{**c.dump(), "packages_text": ", ".join(p.pin for p in c.packages)}
+                           for c in matrix.components],
         },
         "verify": verify,
         "bench": bench,
@@ -495,8 +486,8 @@ def build_report(ref: str = "latest", root: Path | None = None, now: str | None 
             "gpuctl_version": __version__,
             "generated": now or now_iso(),
             "report_run": run.id,
-            "inventory_path": (meta.get("inventory") or {}).get("path", inventory.get("path", "")),
-            "inventory_sha256": (meta.get("inventory") or {}).get("sha256", inventory.get("sha256", "")),
+            "inventory_path": (meta.get("inventory") or {}).get("path", inventory.path),
+            "inventory_sha256": (meta.get("inventory") or {}).get("sha256", inventory.sha256),
             "runs": runs,
         },
     }

@@ -228,3 +228,21 @@ def test_a_function_local_import_is_an_edge(tmp_path: Path) -> None:
     known = {"gpuctl.spec": src, "gpuctl.inventory": src, "pkg.m": src, "pkg.n": src}
     got = {(e.imported, e.local) for e in edges_of("pkg.m", src, known)}
     assert got == {("gpuctl.inventory", True), ("pkg.n", True)}
+
+
+#: results → report: the report reads the typed results (gpuctl.results) and renders them; it
+#: imports no workflow that makes them (bench, checks) and resolves no inventory itself (spec,
+#: inventory, runcontext: an older record's snapshot is gpuctl.results' one conversion)
+REPORT_MAY_NOT_IMPORT = ("gpuctl.bench", "gpuctl.checks", "gpuctl.spec", "gpuctl.inventory", "gpuctl.runcontext")
+
+
+def report_reaches_back(edges: list[Edge]) -> list[str]:
+    return sorted({f"{e.importer}:{e.line} imports {e.imported}" for e in edges
+                   if (e.importer == "gpuctl.report" or e.importer.startswith("gpuctl.report."))
+                   and any(e.imported == m or e.imported.startswith(m + ".") for m in REPORT_MAY_NOT_IMPORT)})
+
+
+def test_the_report_reads_results_only() -> None:
+    _, edges = graph()
+    bad = report_reaches_back(edges)
+    assert not bad, "the report reaches back into workflows or the model (read gpuctl.results):\n" + "\n".join(bad)

@@ -204,7 +204,7 @@ def test_the_nccl_kind_reports_net_ib_errors_and_never_refuses_them() -> None:
     log = text("nccl_log/nccl-log-ib-error12-wrapped-azure-roce.txt")
     a = analyze_text("nccl", log)  # no nccl-tests table: judged as the log it is, not refused
     assert a.kind == "nccl" and [v.check for v in failed(a)] == ["nccl_ib_completion"]
-    assert any(f.name == "nccl_tests_not_read" for f in a.figures)
+    assert any(f.name == "nccl_not_read" for f in a.figures)
     run = text("nccl/" + sorted(p.name for p in (FIX / "nccl").iterdir() if p.suffix == ".txt")[0])
     both = analyze_text("nccl", run + "\n" + log)
     assert "nccl_ib_completion" in [v.check for v in failed(both)]

@@ -22,7 +22,7 @@ from gpuctl import __version__
 from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
 from gpuctl.cli.main import main
 from gpuctl.errors import InputError
-from gpuctl.provenance import emulated_source
+from gpuctl.kinds import emulated_source
 from gpuctl.report.chart import nccl_chart, size_label
 from gpuctl.report.gather import build_report, find_stages
 from gpuctl.report.render import render

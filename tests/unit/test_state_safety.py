@@ -643,12 +643,13 @@ def test_turnkey_resume_of_a_wrong_shaped_run_exit_2(tmp_path: Path, body: objec
 def test_real_run_records_have_the_shapes(tmp_path: Path) -> None:
     """The shapes are what gpuctl itself writes: a verify result and a bench result as their
     writers dump them pass the check."""
-    from gpuctl import runshape
     from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
-    check = CheckResult(**{f: ("x" if f != "status" else CheckStatus.FAIL)  # type: ignore[arg-type]
+    from gpuctl.results import verify_stage
+    check = CheckResult(**{f: ("x" if f not in ("status", "duration_s", "unreachable") else  # type: ignore[arg-type]
+                               {"status": CheckStatus.FAIL, "duration_s": 1.5, "unreachable": False}[f])
                            for f in CheckResult.__dataclass_fields__})
-    verify = VerifyResult({"n1": HostResult("n1", [check])}).as_dict()
-    assert runshape.problems(json.loads(json.dumps(verify)), runshape.STAGES["verify"]) == []
+    verify = json.loads(json.dumps(VerifyResult({"n1": HostResult("n1", [check])}).as_dict()))
+    assert verify_stage(verify).dump() == verify  # the verify stage's shape is its typed model (gpuctl.results)
 
 
 # ------------------------------------------------------------------ the class: one reader
