@@ -199,7 +199,9 @@ def run_verify(
                                                 control_dir=control, connect_timeout_s=connect_timeout))
         ssh_config.chmod(0o600)
         (work / "pytest.ini").write_text("[pytest]\n")
-        raw = work / "raw"
+        # Each output goes (redacted, 0600) straight to the record's raw/<host>/verify-<key>.txt
+        # as it arrives: no second redaction and copy at the end (issue 18).
+        raw_args = [f"--gpuctl-raw-dir={record.path / 'raw'}", "--gpuctl-raw-prefix=verify-"] if record else []
         hosts = "local://" if connection == "local" else ",".join(f"{SSH_SCHEME}://{s.node}" for s in specs)
         args = [str(f) for f in files] + [
             "-c", str(work / "pytest.ini"), "--rootdir", str(roles_dir()), "--import-mode=importlib",
@@ -209,7 +211,7 @@ def run_verify(
             # file (checks judge with expect(), never assert), unraisableexception gc-collects.
             *NO_PLUGINS,
             f"--hosts={hosts}", f"--ssh-config={ssh_config}",
-            f"--gpuctl-specs={work / 'specs.json'}", f"--gpuctl-raw-dir={raw}", f"--gpuctl-timeout={timeout_s}",
+            f"--gpuctl-specs={work / 'specs.json'}", *raw_args, f"--gpuctl-timeout={timeout_s}",
             f"--gpuctl-lock-firmware={work / 'lock-firmware.json'}",
             "-q", "-rN", "--tb=line", "-o", "console_output_style=classic",
         ]
@@ -237,7 +239,6 @@ def run_verify(
         result.remote_commands = remote
         if record is not None:
             result.run_id = record.id
-            _keep_raw(record, raw)
             record.stage("verify", {**result.as_dict(), "ssh_config": ssh_config.read_text(),
                                     "pytest_args": args})
         return result
@@ -267,10 +268,3 @@ def _result(specs: Sequence[NodeSpec], collector: Collector, roles: Sequence[str
         h.checks.sort(key=lambda c: (roles.index(c.role) if c.role in roles else 99, c.check))
     return VerifyResult(hosts)
 
-
-def _keep_raw(record: RunRecord, raw: Path) -> None:
-    if not raw.is_dir():
-        return
-    for host_dir in sorted(raw.iterdir()):
-        for f in sorted(host_dir.iterdir()):
-            record.raw(host_dir.name, f"verify-{f.name}", f.read_text(errors="replace"))
