@@ -16,6 +16,7 @@ it occurs. `redact_obj` also blanks string values of secret-named mapping keys.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -221,7 +222,14 @@ def add_known(values: Iterable[str]) -> None:
 
 def secret_key(name: object) -> bool:
     """True for a mapping key that names a secret (password, bmc_pass, api_token, …)."""
-    return isinstance(name, str) and bool(_SECRET_KEY.match(name))
+    return isinstance(name, str) and _secret_key_name(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_key_name(name: str) -> bool:
+    # a run record's objects repeat the same few dozen keys thousands of times (verify at 16
+    # nodes: 11,700 keys per stage write), issue 18
+    return bool(_SECRET_KEY.match(name))
 
 
 def holds_secret(text: str) -> bool:
@@ -240,8 +248,8 @@ def redact(text: str) -> str:
     if "PRIVATE KEY" in text:
         text = _PRIVATE_KEY.sub(_PRIVATE_KEY_MARK, text)
     low = text.lower()
-    if not any(word in low for word in _TRIGGER_WORDS):
-        return text  # most short values: a few substring tests instead of a regex search
+    if not _TRIGGER_WORD.search(low):
+        return text  # most short values: one scan for the trigger words instead of the patterns
     out, pos = [], 0
     for start, end in _regions(text, low):
         segment = _blocks(text[start:end])

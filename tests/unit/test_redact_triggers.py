@@ -51,3 +51,19 @@ def test_trigger_words_cover_the_pattern() -> None:
     for text in ["passw", "x-pass", "pass:", "_pwd", "Secret", "TOKEN", "credential", "api_key", "AUTH",
                  "u:p@h", " -p", "--user", "mysql", "mariadb", "redis-cli"]:
         assert rd._TRIGGER.search(text) and rd._TRIGGER_WORD.search(text.lower()), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("pastwordkeyPASSWORDTOKEN_-.:0x é\u212a")), max_size=24))
+def test_secret_key_memo_agrees_with_the_pattern(name: str) -> None:
+    assert rd.secret_key(name) is bool(rd._SECRET_KEY.match(name))
+    assert rd.secret_key(name) is rd.secret_key(name)
+
+
+def test_secret_key_is_memoized() -> None:
+    rd.secret_key("status")
+    before = rd._secret_key_name.cache_info().hits
+    for _ in range(10):
+        assert rd.secret_key("status") is False and rd.secret_key("bmc_password") is True
+    assert rd._secret_key_name.cache_info().hits >= before + 19
+    assert rd.secret_key(3) is False
