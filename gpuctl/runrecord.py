@@ -95,7 +95,8 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
+    """A host or file name as one path component of a run record (other characters as `_`)."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
@@ -128,7 +129,7 @@ class RunRecord:
         try:
             private_dir(base)  # a runs root that exists (a symlink to a folder too) is used as it is
             stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-            path = base / f"{stamp}-{_safe(command)}"
+            path = base / f"{stamp}-{safe_name(command)}"
             n = 1
             while True:  # mkdir is the atomic claim: a folder (or symlink) already there is never reused
                 try:
@@ -136,7 +137,7 @@ class RunRecord:
                     break
                 except FileExistsError:
                     n += 1
-                    path = base / f"{stamp}-{_safe(command)}-{n}"
+                    path = base / f"{stamp}-{safe_name(command)}-{n}"
         except BaseException:
             if held is not None:
                 _runlock.release(held)
@@ -230,13 +231,13 @@ class RunRecord:
 
     def raw(self, host: str, name: str, text: str) -> Path:
         """Keep one raw tool output: raw/<host>/<name>."""
-        return self.write_text(f"raw/{_safe(host)}/{_safe(name)}", text)
+        return self.write_text(f"raw/{safe_name(host)}/{safe_name(name)}", text)
 
     def stage(self, name: str, data: dict[str, Any]) -> Path:
-        return self.write_json(f"stages/{_safe(name)}.json", data)
+        return self.write_json(f"stages/{safe_name(name)}.json", data)
 
     def read_stage(self, name: str) -> dict[str, Any] | None:
-        p = self.path / "stages" / f"{_safe(name)}.json"
+        p = self.path / "stages" / f"{safe_name(name)}.json"
         if not os.path.lexists(p):
             return None
         data = _load_json(p)

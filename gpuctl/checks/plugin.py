@@ -39,6 +39,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpuctl")
     group.addoption("--gpuctl-specs", dest="gpuctl_specs", help="JSON file: node name -> NodeSpec")
     group.addoption("--gpuctl-raw-dir", dest="gpuctl_raw_dir", help="write raw command outputs here")
+    group.addoption("--gpuctl-raw-prefix", dest="gpuctl_raw_prefix", default="",
+                    help="prefix of the raw files' names (raw-dir/<host>/<prefix><key>.txt)")
     group.addoption("--gpuctl-prefetch", dest="gpuctl_prefetch", type=int, default=0,
                     help="run each host's commands up front, this many hosts at a time (0: on demand)")
     group.addoption("--gpuctl-timeout", dest="gpuctl_timeout", type=int, default=120,
@@ -116,7 +118,8 @@ def get_probe(config: pytest.Config, host: Any, spec: NodeSpec) -> Probe:
         if name not in _PROBES:
             raw = config.getoption("gpuctl_raw_dir", None)
             _PROBES[name] = Probe(host, spec, Path(raw) if raw else None,
-                                  timeout_s=config.getoption("gpuctl_timeout", 120) or 120)
+                                  timeout_s=config.getoption("gpuctl_timeout", 120) or 120,
+                                  raw_prefix=config.getoption("gpuctl_raw_prefix", "") or "")
         return _PROBES[name]
 
 

@@ -67,7 +67,7 @@ from gpuctl.parsers.storage import MdDetail, Mount, parse_mdadm_detail, parse_pr
 from gpuctl.parsers.systemd import UnitState, parse_systemctl_show, unit_show_command
 from gpuctl.parsers.topo import TopoResult, parse_topo_matrix
 from gpuctl.parsers.xid import XidResult, parse_xid_log
-from gpuctl.runrecord import private_dir, redact, write_private
+from gpuctl.runrecord import private_dir, redact, safe_name, write_private
 from gpuctl.spec import NodeSpec
 
 from .model import CouldNotRun, Remediation
@@ -165,11 +165,12 @@ class Probe:
     """Cached command outputs of one host (thread-safe: prefetch runs in threads)."""
 
     def __init__(self, host: RunsCommands, spec: NodeSpec, raw_dir: Path | None = None,
-                 timeout_s: int = COMMAND_TIMEOUT_S, nvidia_smi_form: str = "xml") -> None:
+                 timeout_s: int = COMMAND_TIMEOUT_S, nvidia_smi_form: str = "xml", raw_prefix: str = "") -> None:
         self.host = host
         self.nvidia_smi_form = nvidia_smi_form
         self.spec = spec
         self.raw_dir = raw_dir
+        self.raw_prefix = raw_prefix  # verify writes raw/<host>/verify-<key>.txt straight into its run record
         self.timeout_s = timeout_s
         self.unreachable: str | None = None
         self._cache: dict[str, Output | CouldNotRun] = {}
@@ -225,23 +226,24 @@ class Probe:
         if self.raw_dir is None:
             return
 
-        d = self.raw_dir / self.spec.node
+        d = self.raw_dir / safe_name(self.spec.node)
         private_dir(d)  # a run record: 0700 folders, 0600 files, secrets redacted
-        write_private(d / f"{key}.txt", redact(out.stdout))
+        write_private(d / f"{self.raw_prefix}{key}.txt", redact(out.stdout))
         if out.stderr.strip() or out.rc:
-            write_private(d / f"{key}.stderr.txt", redact(f"$ {out.command}\n# exit {out.rc}\n{out.stderr}"))
+            write_private(d / f"{self.raw_prefix}{key}.stderr.txt",
+                          redact(f"$ {out.command}\n# exit {out.rc}\n{out.stderr}"))
 
     def _log_command(self, key: str, remote: str, out: Output) -> None:
         """One JSON line per remote command (as sent, with its time limit) in
-        raw/<host>/verify-commands.jsonl (the runner prefixes verify-): what ran, for audits and the scale baseline."""
+        raw/<host>/verify-commands.jsonl (verify's prefix): what ran, for audits and the scale baseline."""
         if self.raw_dir is None:
             return
 
-        d = self.raw_dir / self.spec.node
+        d = self.raw_dir / safe_name(self.spec.node)
         private_dir(d)
         line = json.dumps({"key": key, "command": redact(remote), "rc": out.rc, "seconds": round(out.seconds, 3)})
         with self._lock:
-            write_private(d / "commands.jsonl", line + "\n", append=True)
+            write_private(d / f"{self.raw_prefix}commands.jsonl", line + "\n", append=True)
 
     def parsed(self, key: str, build: Any) -> Any:
         """Parse once per host; a ParseError becomes CouldNotRun (and is remembered)."""

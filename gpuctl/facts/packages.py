@@ -12,9 +12,13 @@ at the top of their deploy and hand the snapshot to `gpuctl.operations`.
 from __future__ import annotations
 
 import logging
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from pyinfra import host
 from pyinfra.api import FactBase
+from pyinfra.api.state import StateStage
+from pyinfra.context import ctx_state
 
 from gpuctl.facts import marker
 from gpuctl.parsers.packages import (
@@ -57,10 +61,25 @@ class RpmPackages(FactBase[PackageSnapshot]):
         return parse_rpm(output)
 
 
+#: Snapshots read while preparing, per State and host. Nothing runs on a host until every
+#: role has prepared, so the listing read for the first role holds for the others: one
+#: dpkg-query per host, not one per role (5 of a no-op provision's 11 remote commands per
+#: node with base,nvidia_repo,cuda,cudnn,nccl,dcgm, each ~300 lines parsed; issue 18).
+#: Once operations execute, every call reads the host again.
+_PREPARED: WeakKeyDictionary[Any, dict[tuple[str, str], PackageSnapshot]] = WeakKeyDictionary()
+
+
 def read_packages(package_manager: str) -> PackageSnapshot:
-    """The current host's package snapshot (one remote command)."""
+    """The current host's package snapshot (one remote command per host while preparing)."""
     fact = RpmPackages if package_manager == "dnf" else DebPackages
-    return host.get_fact(fact)
+    current = ctx_state.get()
+    if current is None or current.current_stage != StateStage.Prepare:
+        return host.get_fact(fact)
+    key = (host.name, fact.__name__)
+    seen = _PREPARED.setdefault(current, {})
+    if key not in seen:
+        seen[key] = host.get_fact(fact)
+    return seen[key]
 
 
 class DnfModuleStreams(FactBase[dict[str, str]]):

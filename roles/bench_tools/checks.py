@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpuctl.bench.suites import SUITES, TOOL_DIRS, preamble
 from gpuctl.checks.api import Remediation, expect, for_each
-from gpuctl.operations import sh
+from gpuctl.shellcmd import sh
 
 ROLE = "bench_tools"
 

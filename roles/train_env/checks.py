@@ -17,8 +17,8 @@ import pytest
 
 from gpuctl.checks.api import CouldNotRun, Remediation, expect, fail, for_each
 from gpuctl.errors import ParseError
-from gpuctl.operations import sh
 from gpuctl.parsers.train_env import TrainEnvProbe, parse_probe
+from gpuctl.shellcmd import sh
 from gpuctl.spec import train_env_knob
 
 ROLE = "train_env"
