@@ -478,7 +478,7 @@ def role_knobs(role: str) -> dict[str, object]:
         if override is None and key in extra:
             override = parse_yaml(extra[key], f"--var {key}")[0]
         if override is not None and key in spec_knobs():
-            raise InputError(f"{key}: names what install and verify both read from the NodeSpec; set it in the "
+            raise InputError(f"{key}: names what install, verify and the lock read from the NodeSpec; set it in the "
                              "inventory's role_vars, not in host data or --extra (refused)")
         if override is not None:
             bad = knob_problems(key, override)

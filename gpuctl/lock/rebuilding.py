@@ -85,12 +85,12 @@ def rebuild(loaded: LoadedInventory, host: str, record: RunRecord | None = None,
     else:
         mine = found[host]
         for d in diff_entry(host, expected, mine):
-            if d.key.startswith("file ") and per_node_file(d.key[5:], spec.package_manager):
+            if d.key.startswith("file ") and per_node_file(d.key[5:], spec):
                 continue  # new hardware: a new array UUID is expected; re-recorded below
             items.append(d)
         peer_view = {n: e for n, e in lockfile.nodes.items() if n != host}
         peer_view[host] = mine
-        items.extend(d for d in diff_peers(peer_view, spec.package_manager) if d.node == host)
+        items.extend(d for d in diff_peers(peer_view, spec) if d.node == host)
     report = DriftReport(list(dict.fromkeys(items)), [host])
     out = RebuildOutcome(host, pins, prov.as_dict(), report)
     if report.clean and host in found and prov.ok:

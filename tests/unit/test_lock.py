@@ -68,11 +68,11 @@ def test_managed_files_in_one_place(spec):
         assert f in script
 
 
-def test_node_specific_files():
-    assert lk.per_node_file("/etc/mdadm/mdadm.conf")
-    assert lk.per_node_file("/etc/network/interfaces.d/gpuctl-eth1.100")
-    assert not lk.per_node_file("/etc/nccl.conf")
-    assert not lk.per_node_file("/etc/modprobe.d/gpuctl-blacklist.conf")
+def test_node_specific_files(spec):
+    assert lk.per_node_file("/etc/mdadm/mdadm.conf", spec)
+    assert lk.per_node_file("/etc/network/interfaces.d/gpuctl-eth1.100", spec)
+    assert not lk.per_node_file("/etc/nccl.conf", spec)
+    assert not lk.per_node_file("/etc/modprobe.d/gpuctl-blacklist.conf", spec)
 
 
 def test_read_script_quotes_and_queries_every_component_package(spec):
@@ -225,9 +225,9 @@ def test_node_specific_file_only_against_the_lock(loaded, spec):
     a = lk.parse_read(node_output(spec, mdadm_sha="1" * 64), spec)
     b = lk.parse_read(node_output(spec, mdadm_sha="2" * 64), spec)
     lock = make_lock(loaded, {"gpu-01": a, "gpu-02": b})
-    assert lk.diff(lock, {"gpu-01": a, "gpu-02": b}).clean
+    assert lk.diff(lock, {"gpu-01": a, "gpu-02": b}, spec=spec).clean
     c = lk.parse_read(node_output(spec, mdadm_sha="3" * 64), spec)
-    report = lk.diff(lock, {"gpu-01": a, "gpu-02": c})
+    report = lk.diff(lock, {"gpu-01": a, "gpu-02": c}, spec=spec)
     assert [(d.node, d.kind, d.key) for d in report.items] == [("gpu-02", "lock", "file /etc/mdadm/mdadm.conf")]
 
 
