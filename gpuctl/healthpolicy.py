@@ -99,12 +99,6 @@ def judge_clock_events(gpus: Sequence[GpuInfo], limits: PassiveLimits) -> list[H
     return out
 
 
-def gpu_firmware(gpus: Sequence[GpuInfo]) -> dict[str, str]:
-    """The GPUs' VBIOS versions as firmware items ({"vbios/0": "96.00.74.00.01"}), read from the
-    same `nvidia-smi -q -x` as the clock events and the fabric (one reading per fact)."""
-    return {f"vbios/{g.index}": g.vbios_version for g in gpus if g.vbios_version}
-
-
 def hca_firmware(sysfs: PciSysfs) -> dict[str, str]:
     """The RDMA devices' firmware (`/sys/class/infiniband/*/fw_ver`) as firmware items ({"hca/mlx5_0": …})."""
     return {f"hca/{d.name}": d.fw_ver for d in sysfs.rdma.values() if d.fw_ver}

@@ -53,6 +53,8 @@ from gpuctl.parsers.nvidia_smi import (
     _check_failure,
     parse_nvidia_smi_q,
     parse_nvidia_smi_xml,
+    q_text,
+    q_xml,
 )
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult, parse_nvlink_errors
 from gpuctl.parsers.packages import DPKG_QUERY, RPM_QUERY, PackageSnapshot, parse_dpkg, parse_rpm
@@ -121,8 +123,8 @@ def health_sysfs_script() -> str:
 # nvidia-smi's two full reports; both parse to the same NvidiaSmiResult. Verify reads the
 # XML (machine-readable); the text form serves outputs recorded as `nvidia-smi -q`.
 NVIDIA_SMI_FORMS: dict[str, tuple[str, Any]] = {
-    "xml": ("nvidia-smi -q -x", parse_nvidia_smi_xml),
-    "q": ("nvidia-smi -q", parse_nvidia_smi_q),
+    "xml": (q_xml.COMMAND, parse_nvidia_smi_xml),
+    "q": (q_text.COMMAND, parse_nvidia_smi_q),
 }
 
 

@@ -24,6 +24,7 @@ from gpuctl.errors import ParseError
 from gpuctl.health import COULD_NOT_RUN, HEALTHY, UNHEALTHY, NodeHealth, run_health
 from gpuctl.inventory import load_inventory
 from gpuctl.parsers.files import parse_tail_bundle
+from gpuctl.parsers.firmware import vbios_versions
 from gpuctl.parsers.health import parse_pci_sysfs
 from gpuctl.parsers.lspci import parse_lspci
 from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q, parse_nvidia_smi_xml
@@ -533,7 +534,7 @@ def test_standin_vbios_fault_makes_one_node_the_odd_one_out(tmp_path: Path) -> N
         bindir = Path(env["PATH"].split(":")[0])
         out = subprocess.run([str(bindir / "nvidia-smi"), "-q", "-x"], capture_output=True, text=True, timeout=30,
                              check=True)
-        versions[node] = hp.gpu_firmware(parse_nvidia_smi_xml(out.stdout).gpus)
+        versions[node] = vbios_versions(parse_nvidia_smi_xml(out.stdout).gpus)
     failed = [f for f in hp.judge_firmware(versions) if f.status == hp.FAIL]
     assert {f.node for f in failed} == {"gpu-02"} and len(failed) == 8
 

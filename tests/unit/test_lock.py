@@ -44,8 +44,10 @@ def node_output(spec: NodeSpec, *, kernel: str = "6.1.0-27-amd64", bump: dict[st
         want = "install" if p.name in unheld else "hold"
         lines.append(f"{p.name}\t{version}\t{want} ok installed")
     lines += ["##gpuctl-lock hca", f"rxe0\t{hca_fw}", "##gpuctl-lock vbios"]
-    if vbios:
-        lines += [f"0, {vbios}", f"1, {vbios}"]
+    if vbios:  # `nvidia-smi -q -x` of two GPUs, cut to what the lock reads
+        lines += ['<?xml version="1.0" ?>', "<nvidia_smi_log>", "<attached_gpus>2</attached_gpus>",
+                  *(f'<gpu id="00000000:{b}:00.0"><vbios_version>{vbios}</vbios_version></gpu>' for b in ("18", "2A")),
+                  "</nvidia_smi_log>"]
     lines += ["##gpuctl-lock files", f"{nccl_sha}  /etc/nccl.conf", f"{mdadm_sha}  /etc/mdadm/mdadm.conf",
               "-  /etc/default/grub.d/gpuctl.cfg", "##gpuctl-lock end"]
     return "\n".join(lines) + "\n"
@@ -80,7 +82,7 @@ def test_read_script_quotes_and_queries_every_component_package(spec):
     for p in spec.all_packages():
         assert p.name in script
     assert "dpkg-query -W" in script and "/sys/class/infiniband/*/fw_ver" in script
-    assert "--query-gpu=index,vbios_version --format=csv,noheader" in script
+    assert "nvidia-smi -q -x 2>&1" in script
     rpm = lk.read_script(spec.model_copy(update={"package_manager": "dnf"}))
     assert "rpm -q --qf" in rpm and "versionlock list" in rpm
 

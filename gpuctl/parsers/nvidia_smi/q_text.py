@@ -20,6 +20,9 @@ from gpuctl.parsers.nvidia_smi.model import (
     _sum,
 )
 
+#: the command whose output this module reads
+COMMAND = "nvidia-smi -q"
+
 # ---------------------------------------------------------------- nvidia-smi -q (text)
 
 # "GPU 00000000:19:00.0"

@@ -22,6 +22,9 @@ from gpuctl.parsers.nvidia_smi.model import (
 
 # ---------------------------------------------------------------- nvidia-smi -q -x (XML)
 
+#: the command whose output this module reads (verify's probe, `gpuctl health`, the lock)
+COMMAND = "nvidia-smi -q -x"
+
 
 def _x(elem: ET.Element, path: str) -> str | None:
     found = elem.find(path)
