@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,29 @@ def fstab_fields(*fields: object) -> str:
 
 class UnsafeValue(ValueError):
     """A value holding a control character met a template: it would add a line to the file."""
+
+
+_WHOLE = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+def whole_number(value: object, field: str) -> int:
+    """A count or port knob's value as an int (a YAML number or a string of digits); anything else
+    (a flag, text, a control character) is refused with `field` named, never int()'s bare ValueError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _WHOLE.fullmatch(value):
+        return int(value)
+    raise UnsafeValue(f"refusing {field} = {value!r}: not a whole number")
+
+
+def decimal_number(value: object, field: str) -> float:
+    """A seconds (or other decimal) knob's value as a float, refused like `whole_number`."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return float(value)
+    raise UnsafeValue(f"refusing {field} = {value!r}: not a number")
 
 
 def one_line_value(value: object) -> object:
