@@ -39,7 +39,7 @@ from gpuctl.checks.sshconfig import render_ssh_config
 from gpuctl.errors import GpuctlError, InputError
 from gpuctl.fileio import load_json, private_dir, write_private
 from gpuctl.inventory import LoadedInventory
-from gpuctl.lock import lock_firmware
+from gpuctl.lock.model import lock_firmware
 from gpuctl.parsers.firmware import vbios_versions
 from gpuctl.paths import state_dir
 from gpuctl.runrecord import now_iso

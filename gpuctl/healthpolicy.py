@@ -20,7 +20,7 @@ from gpuctl.catalog import Health, PassiveLimits, PathLimit, Sku, load_health
 from gpuctl.parsers.health import PciSysfs
 from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.lspci import LspciResult
-from gpuctl.parsers.nvidia_smi import GpuInfo
+from gpuctl.parsers.nvidia_smi.model import GpuInfo
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation

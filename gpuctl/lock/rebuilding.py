@@ -110,9 +110,9 @@ def rebuild(loaded: LoadedInventory, host: str, record: RunRecord | None = None,
 def _verify(loaded: LoadedInventory, spec: NodeSpec, record: RunRecord | None,
             notes: list[str]) -> dict[str, Any] | None:
     try:
-        from gpuctl.checks import run_verify
+        from gpuctl.checks.runner import run_verify
     except ImportError:
-        notes.append("verify not run: gpuctl.checks.run_verify is not available")
+        notes.append("verify not run: gpuctl.checks.runner.run_verify is not available")
         return None
     result = run_verify(loaded, [spec], record)
     return result.as_dict()

@@ -27,7 +27,7 @@ from gpuctl.checks.api import (
 from gpuctl.checks.probe import Probe, nvml_remediation
 from gpuctl.health import comparable_previous, load_previous
 from gpuctl.parsers.firmware import vbios_versions
-from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiFailure
+from gpuctl.parsers.nvidia_smi.model import GpuInfo, NvidiaSmiFailure
 from gpuctl.spec import NodeSpec
 from gpuctl.verdicts import (
     Subject,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuctl.bundle import is_private_key, make_bundle, verify_bundle
-from gpuctl.checks import CheckResult, CheckStatus, HostResult, VerifyResult
+from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
 from gpuctl.runrecord import RunRecord
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)

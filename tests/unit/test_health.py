@@ -27,7 +27,8 @@ from gpuctl.parsers.files import parse_tail_bundle
 from gpuctl.parsers.firmware import vbios_versions
 from gpuctl.parsers.health import parse_pci_sysfs
 from gpuctl.parsers.lspci import parse_lspci
-from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q, parse_nvidia_smi_xml
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_xml import parse_nvidia_smi_xml
 from gpuctl.parsers.nvlink_errors import parse_nvlink_errors
 from gpuctl.parsers.xid import parse_xid_log
 from gpuctl.remediation import Remediation
@@ -659,7 +660,7 @@ def test_verify_passes_the_lock_firmware_to_the_checks(tmp_path: Path, monkeypat
     """The runner hands the lock file's firmware to the check session (`locked_firmware` fixture):
     verify of a lab node whose lock records another VBIOS fails `health_gpu_firmware` naming it."""
     from gpuctl.checks.runner import run_verify
-    from gpuctl.lock import NodeLock, build_lock, lock_firmware, write_lock
+    from gpuctl.lock.model import NodeLock, build_lock, lock_firmware, write_lock
 
     inv, env = _node(tmp_path)
     for k, v in env.items():
