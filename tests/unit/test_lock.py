@@ -384,3 +384,18 @@ def test_lock_package_is_split_by_part_and_workflow():
     assert max(len(p.read_text().splitlines()) for p in pkg.glob("*.py")) <= 600
     assert (locking.lock.__module__, drifting.drift.__module__, rebuilding.rebuild.__module__) == (
         "gpuctl.lock.locking", "gpuctl.lock.drifting", "gpuctl.lock.rebuilding")
+
+
+@pytest.mark.parametrize(("step", "module"), [("_verify", "gpuctl.checks.runner"), ("_bench", "gpuctl.bench.run")])
+def test_rebuild_never_skips_a_step_it_cannot_load(loaded, spec, monkeypatch, step, module):
+    """`gpuctl rebuild` asked to verify (or bench) a node whose verifier cannot even be imported
+    (a broken install) noted "not run" and reported the node ok: nothing validated passed. The
+    import error now stops the rebuild (issue 18: the "is not available" fallbacks)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, module, None)  # `import` of it raises ImportError
+    notes: list[str] = []
+    args = (loaded, spec, None) if step == "_verify" else (loaded, spec, [], "quick", None, notes)
+    with pytest.raises(ImportError):
+        getattr(rebuilding, step)(*args)
+    assert notes == []
