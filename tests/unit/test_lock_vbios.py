@@ -12,7 +12,7 @@ from gpuctl.checks.probe import NVIDIA_SMI_FORMS
 from gpuctl.inventory import load_inventory
 from gpuctl.lock.read import parse_read, read_script
 from gpuctl.spec import resolve
-from tests.unit.test_health import _node
+from tests.unit.lab_local import standin_gpu_node
 
 FIX = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "nvidia_smi"
 LAB = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
@@ -50,7 +50,7 @@ def test_a_failing_nvidia_smi_records_no_vbios() -> None:
 def test_the_recorded_value_is_the_old_querys_for_the_same_gpus(tmp_path: Path) -> None:
     """The lab's stand-in GPUs (8, one with another VBIOS): the read script's whole run gives the
     values `--query-gpu=index,vbios_version` gives, key for key."""
-    _inv, env = _node(tmp_path, "vbios_differs version=96.00.61.00.01\n")
+    _inv, env = standin_gpu_node(tmp_path, "vbios_differs version=96.00.61.00.01\n")
     env = {**os.environ, **env}
     old = subprocess.run(["nvidia-smi", "--query-gpu=index,vbios_version", "--format=csv,noheader"], env=env,
                          capture_output=True, text=True, timeout=60, check=True).stdout
