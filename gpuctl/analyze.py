@@ -18,7 +18,7 @@ from gpuctl.catalog import Sku
 from gpuctl.errors import ParseError
 from gpuctl.kinds import KINDS, Figure, counter_kinds, get, judge_text
 from gpuctl.parsers._common import drop_noise, noise_lines, strip_ansi
-from gpuctl.parsers.nvidia_smi import NvidiaSmiFailure
+from gpuctl.parsers.nvidia_smi.model import NvidiaSmiFailure
 from gpuctl.parsers.xid import KERNEL_LINE
 
 __all__ = ["KINDS", "MAX_INPUT_BYTES", "Analysis", "Figure", "analyze_text", "detect_kind"]

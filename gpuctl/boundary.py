@@ -77,6 +77,9 @@ def control_problems(data: Any, smap: SourceMap) -> list[tuple[str, FieldPath, s
 PATH_MAX = 4095
 NAME_MAX = 255
 
+#: a package name as dpkg and rpm allow it (Debian policy 5.6.1 is stricter: lowercase)
+PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_~-]*")
+
 
 def length_problem(value: str, what: str = "path") -> str | None:
     """Why `value` is too long for a path on Linux (a component over NAME_MAX, the whole over

@@ -9,6 +9,9 @@ Layout inside the archive (one top folder `<cluster>-delivery-<UTC stamp>/`):
     MANIFEST.json                            what is in the bundle, what was left out and why
     SHA256SUMS                               `sha256sum -c` format, every other file
 
+The archive is re-read (`verify_bundle`: every checksum, no private key material) before it is
+put in place; a bundle that does not re-read soundly is never left behind.
+
 Every text file passes `gpuctl.redact.redact` (private keys, passwords, tokens, URL
 credentials). Files that are private keys — by content (`-----BEGIN … PRIVATE KEY-----`,
 OpenSSH/PuTTY private key headers) or by name (id_rsa, id_ed25519, *.pem, *.key, …) — are
@@ -30,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl import __version__
-from gpuctl.errors import InputError
+from gpuctl.errors import ExecutionError, InputError
 from gpuctl.fileio import read_bytes
 from gpuctl.redact import redact
 from gpuctl.report.gather import build_report
@@ -154,6 +157,11 @@ def make_bundle(runs: Sequence[RunRecord], out: str | Path, *, lock_file: str | 
             info.mode = 0o644
             info.mtime = int((now or dt.datetime.now(dt.UTC)).timestamp())
             tar.addfile(info, io.BytesIO(data))
+    problems = verify_bundle(tmp)  # what the customer will check: re-read before it is handed over
+    if problems:
+        tmp.unlink(missing_ok=True)
+        raise ExecutionError(f"{target}: the bundle written does not re-read soundly, so it was not kept: "
+                             + "; ".join(problems[:5]))
     tmp.replace(target)
     return result
 

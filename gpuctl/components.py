@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,8 @@ if TYPE_CHECKING:  # a file's condition reads the node's spec; gpuctl.spec impor
     from gpuctl.spec import NodeSpec
 
 _MODULE_PREFIX = "gpuctl_components"
+#: a knob's place in a declared path template (`ManagedFile.path`, `.covers`)
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 @dataclass(frozen=True)
@@ -117,18 +120,28 @@ class Module:
 
 @dataclass(frozen=True)
 class ManagedFile:
-    """A configuration file the component renders. `path` is a literal path or a glob;
-    `knob` names the default that holds the path, so the role and the lock read the same
-    value; `per_node` files hold node-specific content (addresses, array UUIDs) and are
-    compared with the node's own lock entry, never with its peers. `when` says on which
-    nodes the component renders it: a condition on the node's spec, declared by the
-    component (None = on every node); the lock calls it, nothing parses it."""
+    """A configuration file the component renders. `path` is a literal path or a glob, and may
+    hold `{knob}` placeholders (a folder or a file-name prefix the role takes from a knob);
+    `knob` names the knob whose value is the whole path; `covers` are the files (path templates,
+    `{knob}` placeholders) a glob `path` stands for at their knobs' defaults, read as well where
+    an override moves one out of the glob. Every knob is read as the node's inventory resolves
+    it (role_vars, else the default), so the role, verify and the lock read the same file;
+    `per_node` files hold node-specific content (addresses, array UUIDs) and are compared with
+    the node's own lock entry, never with its peers. `when` says on which nodes the component
+    renders it: a condition on the node's spec, declared by the component (None = on every
+    node); the lock calls it, nothing parses it."""
 
     path: str
     knob: str | None = None
+    covers: tuple[str, ...] = ()
     per_node: bool = False
     when: FileCondition | None = None
     role: str = ""  # the component that renders it (filled in by the registry)
+
+    def knobs(self) -> tuple[str, ...]:
+        """The knobs its path is made of (`knob`, and the placeholders of `path` and `covers`)."""
+        found = PLACEHOLDER.findall(" ".join((self.path, *self.covers)))
+        return tuple(dict.fromkeys([*([self.knob] if self.knob else []), *found]))
 
 
 @dataclass(frozen=True)
@@ -287,10 +300,11 @@ def _knob_types(root: Path) -> dict[str, Any]:
 
 
 def spec_knobs() -> frozenset[str]:
-    """Knobs read into the NodeSpec (service and module names): install and verify both take
-    them from there, so only the inventory's role_vars may set them."""
+    """Knobs install, verify and the lock all read from the NodeSpec (service and module names,
+    the paths of the files the lock hashes), so only the inventory's role_vars may set them."""
     return frozenset(k for c in registry() for k in (*(s.knob for s in c.services),
-                                                      *(m.knob for m in c.modules if m.knob)))
+                                                      *(m.knob for m in c.modules if m.knob),
+                                                      *(k for f in c.files for k in f.knobs())))
 
 
 def knob_owner(key: str) -> str | None:
@@ -322,11 +336,17 @@ def all_defaults() -> dict[str, Any]:
 
 
 def knob_value(key: str, role_vars: Mapping[str, Any]) -> Any:
-    """A knob as the inventory sets it (role_vars), else its component's default."""
-    if key in role_vars:
-        return role_vars[key]
+    """A knob as the inventory sets it (role_vars), else its component's default; a map
+    override (per OS, per filesystem) changes only the entries it names, as in install
+    (`gpuctl.operations.role_knobs`)."""
     owner = knob_owner(key)
-    return defaults(owner).get(key) if owner else None
+    default = defaults(owner).get(key) if owner else None
+    if key not in role_vars:
+        return default
+    value = role_vars[key]
+    if isinstance(default, dict) and isinstance(value, dict):
+        return {**default, **value}
+    return value
 
 
 def resolve_reasons(when: When) -> dict[str, str]:

@@ -39,7 +39,8 @@ from gpuctl.checks.sshconfig import render_ssh_config
 from gpuctl.errors import GpuctlError, InputError
 from gpuctl.fileio import load_json, private_dir, write_private
 from gpuctl.inventory import LoadedInventory
-from gpuctl.lock import lock_firmware
+from gpuctl.lock.model import lock_firmware
+from gpuctl.parsers.firmware import vbios_versions
 from gpuctl.paths import state_dir
 from gpuctl.runrecord import now_iso
 from gpuctl.spec import NodeSpec
@@ -152,7 +153,7 @@ def check_node(probe: Probe, spec: NodeSpec, previous: Mapping[str, Any] | None,
     if spec.hardware.gpu_count:
         def clocks() -> list[hp.HealthFinding]:
             gpus = probe.gpus().gpus
-            out.firmware.update(hp.gpu_firmware(gpus))
+            out.firmware.update(vbios_versions(gpus))
             return hp.judge_clock_events(gpus, limits)
         _attempt(out, "clock_events", clocks)
         if spec.hardware.nvswitch:

@@ -20,7 +20,7 @@ from gpuctl.catalog import Health, PassiveLimits, PathLimit, Sku, load_health
 from gpuctl.parsers.health import PciSysfs
 from gpuctl.parsers.ib_counters import NAMES as IB_COUNTER_NAMES
 from gpuctl.parsers.lspci import LspciResult
-from gpuctl.parsers.nvidia_smi import GpuInfo
+from gpuctl.parsers.nvidia_smi.model import GpuInfo
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult
 from gpuctl.parsers.xid import XidResult
 from gpuctl.remediation import Remediation
@@ -97,12 +97,6 @@ def judge_clock_events(gpus: Sequence[GpuInfo], limits: PassiveLimits) -> list[H
                                                                                                bus_id=g.bus_id)))
         out += [replace(f, detail=f"{f.detail} (idle: {util:g} % utilization)") for f in found]
     return out
-
-
-def gpu_firmware(gpus: Sequence[GpuInfo]) -> dict[str, str]:
-    """The GPUs' VBIOS versions as firmware items ({"vbios/0": "96.00.74.00.01"}), read from the
-    same `nvidia-smi -q -x` as the clock events and the fabric (one reading per fact)."""
-    return {f"vbios/{g.index}": g.vbios_version for g in gpus if g.vbios_version}
 
 
 def hca_firmware(sysfs: PciSysfs) -> dict[str, str]:

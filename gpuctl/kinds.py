@@ -32,7 +32,10 @@ from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
 from gpuctl.parsers.lspci import LspciResult, parse_lspci
 from gpuctl.parsers.nccl import NcclResult, parse_nccl_tests
 from gpuctl.parsers.nccl_log import NcclLogResult, find_ib_completions, parse_nccl_log
-from gpuctl.parsers.nvidia_smi import NvidiaSmiResult, parse_nvidia_smi_q, parse_nvidia_smi_xml, parse_query_gpu_csv
+from gpuctl.parsers.nvidia_smi.model import NvidiaSmiResult
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_xml import parse_nvidia_smi_xml
+from gpuctl.parsers.nvidia_smi.query_gpu import parse_query_gpu_csv
 from gpuctl.parsers.nvlink import NvlinkResult, parse_nvlink_status
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult, parse_nvlink_errors
 from gpuctl.parsers.perftest import BwResult, LatResult, parse_ib_write_bw, parse_ib_write_lat

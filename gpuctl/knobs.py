@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl import components
-from gpuctl.boundary import NAME_MAX, SYSTEM_DIRS, control_character, path_problem, under
+from gpuctl.boundary import NAME_MAX, PACKAGE_NAME, SYSTEM_DIRS, control_character, path_problem, under
 from gpuctl.parsers.kernel import NVIDIA_MODULE_VERSION_FILE
 
 Sub = tuple[str | int, ...]  # the part of the field path below role_vars.<key>
@@ -214,7 +214,7 @@ class Address:
 
 Type = Word | Path | Choice | Flags | MountOptions | Url | Address
 
-PACKAGE = Word(r"[A-Za-z0-9][A-Za-z0-9.+_~-]*", "package name")
+PACKAGE = Word(PACKAGE_NAME.pattern, "package name")
 UNIT = Word(r"[A-Za-z0-9][A-Za-z0-9_.@:-]*", "systemd unit name")
 MODULE = Word(r"[A-Za-z0-9][A-Za-z0-9_-]*", "kernel module name")
 PREFIX = Word(r"[A-Za-z0-9][A-Za-z0-9_-]*", "file-name prefix (letters, digits, _ -)")

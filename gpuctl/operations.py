@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,29 @@ def fstab_fields(*fields: object) -> str:
 
 class UnsafeValue(ValueError):
     """A value holding a control character met a template: it would add a line to the file."""
+
+
+_WHOLE = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+def whole_number(value: object, field: str) -> int:
+    """A count or port knob's value as an int (a YAML number or a string of digits); anything else
+    (a flag, text, a control character) is refused with `field` named, never int()'s bare ValueError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _WHOLE.fullmatch(value):
+        return int(value)
+    raise UnsafeValue(f"refusing {field} = {value!r}: not a whole number")
+
+
+def decimal_number(value: object, field: str) -> float:
+    """A seconds (or other decimal) knob's value as a float, refused like `whole_number`."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return float(value)
+    raise UnsafeValue(f"refusing {field} = {value!r}: not a number")
 
 
 def one_line_value(value: object) -> object:
@@ -488,7 +512,7 @@ def role_knobs(role: str) -> dict[str, object]:
         if override is None and key in extra:
             override = parse_yaml(extra[key], f"--var {key}")[0]
         if override is not None and key in spec_knobs():
-            raise InputError(f"{key}: names what install and verify both read from the NodeSpec; set it in the "
+            raise InputError(f"{key}: names what install, verify and the lock read from the NodeSpec; set it in the "
                              "inventory's role_vars, not in host data or --extra (refused)")
         if override is not None:
             bad = knob_problems(key, override)

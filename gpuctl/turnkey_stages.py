@@ -3,7 +3,7 @@
 Kept apart from `gpuctl.turnkey` (the resumable orchestration) so the orchestration is
 tested with stand-in stage functions and the stages are the product's own commands:
 preflight (`gpuctl.preflight`), provision (`gpuctl.runner.run.execute`, its run nested
-under the turnkey run), verify (`gpuctl.checks.run_verify`), bench (`gpuctl.bench.run`,
+under the turnkey run), verify (`gpuctl.checks.runner.run_verify`), bench (`gpuctl.bench.run`,
 acceptance suite), handover (the `handover` role, then lock file and delivery bundle).
 """
 
@@ -19,7 +19,7 @@ from gpuctl import results
 from gpuctl.bench import suites
 from gpuctl.bundle import make_bundle
 from gpuctl.handover import handover
-from gpuctl.lock import lock
+from gpuctl.lock.locking import lock
 from gpuctl.preflight import run_preflight
 from gpuctl.runner.bootstrap import ensure_patched
 from gpuctl.turnkey import STAGES, StageFn, StageOutcome, TurnkeyContext
@@ -66,7 +66,7 @@ def provision_stage(ctx: TurnkeyContext) -> StageOutcome:
 
 
 def verify_stage(ctx: TurnkeyContext) -> StageOutcome:
-    from gpuctl.checks import run_verify
+    from gpuctl.checks.runner import run_verify
 
     result = run_verify(ctx.loaded, ctx.specs, ctx.record)
     failed = [f"{c.host}: {c.message or c.check}" for c in result.all_checks

@@ -3,21 +3,6 @@ per-host results with expected / found / remediation for every failure.
 
 `run_verify(loaded_inventory, specs, record, limit, parallel)` is the entry point for
 `gpuctl verify` and for `gpuctl provision` after provisioning. Role check modules live in
-`roles/<role>/checks.py` and are written with `gpuctl.checks.api`.
+`roles/<role>/checks.py` and are written with `gpuctl.checks.api`. The result types live in
+`gpuctl.checks.model`, the entry points in `gpuctl.checks.runner`; this package re-exports nothing.
 """
-
-from gpuctl.checks.model import (
-    CheckFailure,
-    CheckResult,
-    CheckStatus,
-    CouldNotRun,
-    HostResult,
-    HostStatus,
-    VerifyResult,
-)
-from gpuctl.checks.runner import check_files, list_checks, run_verify
-
-__all__ = [
-    "CheckFailure", "CheckResult", "CheckStatus", "CouldNotRun", "HostResult", "HostStatus", "VerifyResult",
-    "check_files", "list_checks", "run_verify",
-]

@@ -43,17 +43,18 @@ from gpuctl.parsers.kernel import (
 )
 from gpuctl.parsers.lspci import LspciResult, parse_lspci
 from gpuctl.parsers.net import Interface, parse_ip_addr
-from gpuctl.parsers.nvidia_smi import (
+from gpuctl.parsers.nvidia_smi import q_text, q_xml
+from gpuctl.parsers.nvidia_smi.model import (
     DriverLibraryMismatch,
     DriverNotLoaded,
     GpuLost,
     NoDevicesFound,
     NvidiaSmiFailure,
     NvidiaSmiResult,
-    _check_failure,
-    parse_nvidia_smi_q,
-    parse_nvidia_smi_xml,
+    check_failure,
 )
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_xml import parse_nvidia_smi_xml
 from gpuctl.parsers.nvlink_errors import NvlinkErrorsResult, parse_nvlink_errors
 from gpuctl.parsers.packages import DPKG_QUERY, RPM_QUERY, PackageSnapshot, parse_dpkg, parse_rpm
 from gpuctl.parsers.rdma import (
@@ -121,8 +122,8 @@ def health_sysfs_script() -> str:
 # nvidia-smi's two full reports; both parse to the same NvidiaSmiResult. Verify reads the
 # XML (machine-readable); the text form serves outputs recorded as `nvidia-smi -q`.
 NVIDIA_SMI_FORMS: dict[str, tuple[str, Any]] = {
-    "xml": ("nvidia-smi -q -x", parse_nvidia_smi_xml),
-    "q": ("nvidia-smi -q", parse_nvidia_smi_q),
+    "xml": (q_xml.COMMAND, parse_nvidia_smi_xml),
+    "q": (q_text.COMMAND, parse_nvidia_smi_q),
 }
 
 
@@ -362,7 +363,7 @@ class Probe:
                 return parse_topo_matrix(out.stdout)
             except ParseError:
                 try:
-                    _check_failure(out.stdout + "\n" + out.stderr)
+                    check_failure(out.stdout + "\n" + out.stderr)
                 except NvidiaSmiFailure as exc:
                     raise CouldNotRun(f"nvidia-smi topo -m cannot read the GPUs ({exc.kind})",
                                       nvml_remediation(exc)) from None
@@ -390,7 +391,7 @@ class Probe:
             out = self.output("nvidia-smi-nvlink-e", "nvidia-smi nvlink -e", tool="nvidia-smi", ok_rc=range(0, 256))
             if out.rc:
                 try:
-                    _check_failure(out.stdout + "\n" + out.stderr)
+                    check_failure(out.stdout + "\n" + out.stderr)
                 except NvidiaSmiFailure as exc:
                     raise CouldNotRun(f"nvidia-smi cannot read the GPUs ({exc.kind})", nvml_remediation(exc)) \
                         from None

@@ -71,7 +71,7 @@ def bundle_cmd(inventory: str, runs: tuple[str, ...], out: str, as_json: bool) -
     MANIFEST.json and SHA256SUMS in one .tar.gz; secrets redacted, private keys left out."""
     from gpuctl.bundle import make_bundle
     from gpuctl.errors import InputError
-    from gpuctl.lock import lock_path
+    from gpuctl.lock.model import lock_path
 
     loaded = load_inventory(inventory)
     refs = runs or tuple(f"latest-{c}" for c in ("preflight", "provision", "verify", "bench", "handover", "lock"))

@@ -34,12 +34,12 @@ def lock_cmd(inventory: str, limit: tuple[str, ...], lock_file: str | None, as_j
     """Read the installed versions, holds, kernel, nvidia module, firmware and configuration
     hashes from every node and write INVENTORY's lock file. With --limit, only those nodes'
     entries are replaced. Exit 3 when a node cannot be read (nothing written)."""
-    from gpuctl import lock as lockmod
+    from gpuctl.lock.locking import lock
 
     loaded = load_inventory(inventory)
     record = RunRecord.create("lock", loaded.path, loaded.matrix.path)
     try:
-        out = lockmod.lock(loaded, limit, record=record, path=lock_file)
+        out = lock(loaded, limit, record=record, path=lock_file)
     except Exception:
         record.finish("failed")
         raise
@@ -67,11 +67,11 @@ def lock_cmd(inventory: str, limit: tuple[str, ...], lock_file: str | None, as_j
 def drift_cmd(inventory: str, limit: tuple[str, ...], lock_file: str | None, as_json: bool) -> None:
     """Read the nodes now and show what differs from the lock file and between nodes
     (a node that differs from the majority of its peers). Exit 1 on any drift."""
-    from gpuctl import lock as lockmod
+    from gpuctl.lock.drifting import drift
 
     loaded = load_inventory(inventory)
     record = RunRecord.create("drift", loaded.path, loaded.matrix.path)
-    report = lockmod.drift(loaded, limit, record=record, path=lock_file)
+    report = drift(loaded, limit, record=record, path=lock_file)
     record.finish("ok" if report.clean else "drift")
     if as_json:
         emit_json({"run_id": record.id, **report.as_dict()})
@@ -109,7 +109,7 @@ def rebuild_cmd(inventory: str, host: str, lock_file: str | None, no_verify: boo
     """Provision the replaced node HOST with package pins from the lock (its peers' versions),
     check it equals the lock and its peers, then verify and bench it. Exit 1 when it does not.
     Asks first on a terminal; --yes otherwise."""
-    from gpuctl import lock as lockmod
+    from gpuctl.lock.rebuilding import rebuild
     from gpuctl.runner.bootstrap import ensure_patched
 
     ensure_patched()
@@ -117,7 +117,7 @@ def rebuild_cmd(inventory: str, host: str, lock_file: str | None, no_verify: boo
     require_yes(yes, "rebuild", f"reinstalls node {host} of {inventory} (packages, reboots)")
     record = RunRecord.create("rebuild", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
                               inventory_text=loaded.text)
-    out = lockmod.rebuild(loaded, host, record, path=lock_file, verify=not no_verify,
+    out = rebuild(loaded, host, record, path=lock_file, verify=not no_verify,
                           bench=None if bench_suite == "none" else bench_suite)
     record.finish("ok" if out.ok else "failed")
     if as_json:

@@ -7,7 +7,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from gpuctl.checks import CheckStatus, HostStatus, VerifyResult, run_verify
+from gpuctl.checks.model import CheckStatus, HostStatus, VerifyResult
+from gpuctl.checks.runner import run_verify
 from gpuctl.cli.common import EXIT_CODES_HELP, console, emit_json, handle_errors, json_option, limit_option, styled
 from gpuctl.errors import ExitCode
 from gpuctl.hostlist import fold

@@ -32,49 +32,6 @@ are compared with the lock only), nodes missing from the read or from the lock.
 One module per part: `model` (the lock file, its reading and writing), `managed` (the list of
 rendered configuration files), `read` (the node read script and its parsing), `compare` (drift,
 pure), `pins` (pins from the lock); and one per workflow: `locking` (`gpuctl lock`),
-`drifting` (`gpuctl drift`), `rebuilding` (`gpuctl rebuild`). This package re-exports their
-public names.
+`drifting` (`gpuctl drift`), `rebuilding` (`gpuctl rebuild`). Import each name from the module
+it lives in; this package re-exports nothing.
 """
-
-from __future__ import annotations
-
-from gpuctl.lock.compare import Drift, DriftReport, diff, diff_entry, diff_peers, flatten
-from gpuctl.lock.drifting import drift
-from gpuctl.lock.locking import LockOutcome, lock
-from gpuctl.lock.managed import ManagedFile, managed_files, per_node_file
-from gpuctl.lock.model import (
-    LOCK_VERSION,
-    FileRef,
-    LockedPackage,
-    LockFile,
-    MatrixRef,
-    NodeLock,
-    build_lock,
-    dump_lock,
-    load_lock,
-    lock_firmware,
-    lock_path,
-    now_iso,
-    parse_lock,
-    write_lock,
-)
-from gpuctl.lock.pins import consensus_entry, pin_from_lock, pins_changed
-from gpuctl.lock.read import (
-    READ_TIMEOUT_S,
-    ReadResult,
-    component_packages,
-    parse_read,
-    read_nodes,
-    read_script,
-    train_env_python,
-)
-from gpuctl.lock.rebuilding import RebuildOutcome, rebuild
-
-__all__ = [
-    "LOCK_VERSION", "READ_TIMEOUT_S", "Drift", "DriftReport", "FileRef", "LockFile", "LockOutcome",
-    "LockedPackage", "ManagedFile", "MatrixRef", "NodeLock", "ReadResult", "RebuildOutcome", "build_lock",
-    "component_packages", "consensus_entry", "diff", "diff_entry", "diff_peers", "drift", "dump_lock", "flatten",
-    "load_lock", "lock", "lock_firmware", "lock_path", "managed_files", "now_iso", "parse_lock", "parse_read",
-    "per_node_file", "pin_from_lock", "pins_changed", "read_nodes", "read_script", "rebuild", "train_env_python",
-    "write_lock",
-]

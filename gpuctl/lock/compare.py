@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuctl.lock.managed import per_node_file
 from gpuctl.lock.model import LockFile, NodeLock
+from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,8 @@ def flatten(entry: NodeLock) -> dict[str, str | None]:
     return out
 
 
-def _peer_comparable(key: str, package_manager: str) -> bool:
-    return not (key.startswith("file ") and per_node_file(key[5:], package_manager))
+def _peer_comparable(key: str, spec: NodeSpec | None) -> bool:
+    return not (key.startswith("file ") and spec is not None and per_node_file(key[5:], spec))
 
 
 def diff_entry(node: str, locked: NodeLock, found: NodeLock) -> list[Drift]:
@@ -102,19 +103,21 @@ def diff_entry(node: str, locked: NodeLock, found: NodeLock) -> list[Drift]:
     return out
 
 
-def diff_peers(found: Mapping[str, NodeLock], package_manager: str = "apt") -> list[Drift]:
+def diff_peers(found: Mapping[str, NodeLock], spec: NodeSpec | None = None) -> list[Drift]:
     """Nodes that differ from the majority of their peers, key by key.
 
     A value held by more than half of the nodes is the majority; every other node is
     reported against it. Without a majority (e.g. two nodes that disagree) every node
-    is reported, with the note "no majority"."""
+    is reported, with the note "no majority". `spec` (a node of the inventory: its role_vars
+    and package manager say where the node-specific files are) keeps those files out of the
+    comparison; without it every file is compared."""
     if len(found) < 2:
         return []
     flat = {n: flatten(e) for n, e in found.items()}
     keys = list(dict.fromkeys(k for f in flat.values() for k in f))
     out: list[Drift] = []
     for key in keys:
-        if not _peer_comparable(key, package_manager):
+        if not _peer_comparable(key, spec):
             continue
         values = {n: f.get(key) for n, f in flat.items()}
         counts = Counter(values.values())
@@ -133,11 +136,11 @@ def diff_peers(found: Mapping[str, NodeLock], package_manager: str = "apt") -> l
 
 
 def diff(lock: LockFile, found: Mapping[str, NodeLock], errors: Mapping[str, str] | None = None,
-         nodes: Iterable[str] | None = None, package_manager: str = "apt") -> DriftReport:
+         nodes: Iterable[str] | None = None, spec: NodeSpec | None = None) -> DriftReport:
     """Drift of `found` against `lock` and between the nodes found.
 
     `nodes`: the nodes that were meant to be read (default: the lock's and the found ones);
-    `errors`: why a node could not be read."""
+    `errors`: why a node could not be read; `spec`: as for `diff_peers`."""
     errors = errors or {}
     wanted = list(nodes) if nodes is not None else list(dict.fromkeys([*lock.nodes, *found]))
     items: list[Drift] = []
@@ -150,5 +153,5 @@ def diff(lock: LockFile, found: Mapping[str, NodeLock], errors: Mapping[str, str
             items.append(Drift(node, "unlocked", "node", None, "read"))
             continue
         items.extend(diff_entry(node, lock.nodes[node], found[node]))
-    items.extend(diff_peers({n: e for n, e in found.items() if n in wanted}, package_manager))
+    items.extend(diff_peers({n: e for n, e in found.items() if n in wanted}, spec))
     return DriftReport(items, wanted)

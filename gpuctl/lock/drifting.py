@@ -26,7 +26,7 @@ def drift(loaded: LoadedInventory, limit: Sequence[str] = (), record: RunRecord 
     specs = resolve(loaded, tuple(limit))
     read = reading.read_nodes(loaded, specs, record)
     report = diff(lockfile, read.nodes, read.errors, nodes=[s.node for s in specs],
-                  package_manager=specs[0].package_manager)
+                  spec=specs[0])
     if record is not None:
         record.stage("drift", report.as_dict())
     return report

@@ -1,6 +1,10 @@
 """The configuration files the roles render, as each component declares them (`Component.files`,
-read through the registry `gpuctl.components`): which apply to a node (`managed_files`) and which
-hold node-specific content (`per_node_file`).
+read through the registry `gpuctl.components`): which apply to a node and where the node has them
+(`managed_files`), and which hold node-specific content (`per_node_file`).
+
+A file whose path is a knob (a whole path, a folder or a file-name prefix) is read where this
+node's inventory puts it: the knob's value from its role_vars, else the component's default —
+the value install writes to and verify reads, never the default alone.
 """
 
 
@@ -8,9 +12,12 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import posixpath
+from re import Match
 
-from gpuctl.components import ManagedFile, defaults
+from gpuctl.components import PLACEHOLDER, ManagedFile, knob_value
 from gpuctl.components import managed_files as declared_files
+from gpuctl.errors import InputError
 from gpuctl.spec import NodeSpec
 
 log = logging.getLogger(__name__)
@@ -22,13 +29,36 @@ log = logging.getLogger(__name__)
 #: (`Component.files` in roles/<component>/__init__.py); `declared_files()` lists them all.
 
 
-def _resolve_path(mf: ManagedFile, package_manager: str) -> str:
-    if mf.knob is None:
-        return mf.path
-    value = defaults(mf.role).get(mf.knob)
+def _knob(key: str, spec: NodeSpec) -> str | None:
+    """A path knob as this node resolves it; a per-package-manager map gives this node's entry."""
+    value = knob_value(key, spec.role_vars)
     if isinstance(value, dict):
-        value = value.get(package_manager)
-    return str(value) if isinstance(value, str) and value.startswith("/") else mf.path
+        value = value.get(spec.package_manager)
+    return str(value) if isinstance(value, str) and value else None
+
+
+def _fill(template: str, spec: NodeSpec) -> str:
+    def value(m: Match[str]) -> str:
+        found = _knob(m.group(1), spec)
+        if found is None:
+            raise InputError(f"managed file {template}: knob {m.group(1)} has no value on {spec.node}")
+        return found
+    return PLACEHOLDER.sub(value, template)
+
+
+def in_glob(path: str, pattern: str) -> bool:
+    """`path` is one of the files the shell glob `pattern` names (`*` never crosses a '/')."""
+    return (posixpath.dirname(path) == posixpath.dirname(pattern)
+            and fnmatch.fnmatchcase(posixpath.basename(path), posixpath.basename(pattern)))
+
+
+def _patterns(mf: ManagedFile, spec: NodeSpec) -> list[str]:
+    """Where this node has `mf`: its path (or glob) with the node's knob values, plus each file
+    it covers that an override moved out of the glob."""
+    main = (_knob(mf.knob, spec) or mf.path) if mf.knob else _fill(mf.path, spec)
+    if not main.startswith("/"):
+        raise InputError(f"managed file {mf.path}: {main!r} is not an absolute path")
+    return [main, *(p for p in (_fill(c, spec) for c in mf.covers) if not in_glob(p, main))]
 
 
 def _applies(mf: ManagedFile, spec: NodeSpec) -> bool:
@@ -41,13 +71,10 @@ def managed_files(spec: NodeSpec) -> list[str]:
     out: list[str] = []
     for mf in declared_files():
         if _applies(mf, spec):
-            path = _resolve_path(mf, spec.package_manager)
-            if path not in out:
-                out.append(path)
+            out += [p for p in _patterns(mf, spec) if p not in out]
     return out
 
 
-def per_node_file(path: str, package_manager: str = "apt") -> bool:
-    """True when `path` (a file found on a node) has node-specific content."""
-    return any(mf.per_node and fnmatch.fnmatchcase(path, _resolve_path(mf, package_manager))
-               for mf in declared_files())
+def per_node_file(path: str, spec: NodeSpec) -> bool:
+    """True when `path` (a file found on this node) has node-specific content."""
+    return any(mf.per_node and any(in_glob(path, p) for p in _patterns(mf, spec)) for mf in declared_files())

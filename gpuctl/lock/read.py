@@ -17,8 +17,9 @@ from gpuctl.lock.managed import managed_files
 from gpuctl.lock.model import LockedPackage, NodeLock, now_iso
 from gpuctl.matrix import Package
 from gpuctl.parsers.files import parse_sha256sum
-from gpuctl.parsers.firmware import parse_fw_ver_lines, parse_vbios_csv
+from gpuctl.parsers.firmware import parse_fw_ver_lines, parse_vbios_xml
 from gpuctl.parsers.kernel import NVIDIA_MODULE_VERSION_FILE, loaded_nvidia_version
+from gpuctl.parsers.nvidia_smi.q_xml import COMMAND as NVIDIA_SMI_XML
 from gpuctl.parsers.os_release import os_name, parse_os_release
 from gpuctl.parsers.packages import RPM_LOCKS_MARK, parse_dpkg, parse_rpm
 from gpuctl.parsers.train_env import DIST_LISTING, parse_distributions
@@ -79,8 +80,7 @@ def read_script(spec: NodeSpec) -> str:
         "for f in /sys/class/infiniband/*/fw_ver; do d=${f%/fw_ver};"
         " printf '%s\\t%s\\n' \"${d##*/}\" \"$(cat \"$f\")\"; done",
         f"echo '{_MARK}vbios'",
-        "if command -v nvidia-smi >/dev/null 2>&1; then"
-        " nvidia-smi --query-gpu=index,vbios_version --format=csv,noheader 2>&1 || true; fi",
+        f"if command -v nvidia-smi >/dev/null 2>&1; then {NVIDIA_SMI_XML} 2>&1 || true; fi",
         f"echo '{_MARK}files'",
         f"for f in {' '.join(patterns)}; do if [ -f \"$f\" ]; then sha256sum \"$f\"; else echo \"-  $f\"; fi; done",
         *_train_env_lines(spec),
@@ -131,7 +131,8 @@ def parse_read(text: str, spec: NodeSpec, read_at: str = "") -> NodeLock:
     return NodeLock(
         read_at=read_at, os=os_name(parse_os_release(sec.get("os", []))), kernel=(sec.get("kernel") or [None])[0],
         nvidia_module=loaded_nvidia_version((sec.get("module") or [None])[0])[0],
-        packages=packages, firmware={**parse_fw_ver_lines(sec.get("hca", [])), **parse_vbios_csv(sec.get("vbios", []))},
+        packages=packages,
+        firmware={**parse_fw_ver_lines(sec.get("hca", [])), **parse_vbios_xml("\n".join(sec.get("vbios", [])))},
         files=parse_sha256sum(sec.get("files", [])),
         train_env=parse_distributions(sec.get("train_env", [])),
     )

@@ -87,12 +87,12 @@ def rebuild(loaded: LoadedInventory, host: str, record: RunRecord | None = None,
     else:
         mine = found[host]
         for d in diff_entry(host, expected, mine):
-            if d.key.startswith("file ") and per_node_file(d.key[5:], spec.package_manager):
+            if d.key.startswith("file ") and per_node_file(d.key[5:], spec):
                 continue  # new hardware: a new array UUID is expected; re-recorded below
             items.append(d)
         peer_view = {n: e for n, e in lockfile.nodes.items() if n != host}
         peer_view[host] = mine
-        items.extend(d for d in diff_peers(peer_view, spec.package_manager) if d.node == host)
+        items.extend(d for d in diff_peers(peer_view, spec) if d.node == host)
     report = DriftReport(list(dict.fromkeys(items)), [host])
     out = RebuildOutcome(host, pins, prov.as_dict(), report)
     if report.clean and host in found and prov.ok:
@@ -101,7 +101,7 @@ def rebuild(loaded: LoadedInventory, host: str, record: RunRecord | None = None,
         write_lock(lockfile.model_copy(update={"nodes": nodes, "generated": now_iso()}), target_path)
         out.notes.append(f"lock entry of {host} re-recorded in {target_path}")
     if verify and prov.ok:
-        out.verify = _verify(loaded, pinned, record, out.notes)
+        out.verify = _verify(loaded, pinned, record)
     if bench and prov.ok:
         out.bench = _bench(loaded, pinned, [s for n, s in specs.items() if n != host], bench, record, out.notes)
     if record is not None:
@@ -109,13 +109,9 @@ def rebuild(loaded: LoadedInventory, host: str, record: RunRecord | None = None,
     return out
 
 
-def _verify(loaded: LoadedInventory, spec: NodeSpec, record: RunRecord | None,
-            notes: list[str]) -> dict[str, Any] | None:
-    try:
-        from gpuctl.checks import run_verify
-    except ImportError:
-        notes.append("verify not run: gpuctl.checks.run_verify is not available")
-        return None
+def _verify(loaded: LoadedInventory, spec: NodeSpec, record: RunRecord | None) -> dict[str, Any]:
+    from gpuctl.checks.runner import run_verify  # an import error is a broken install: never "verify not run"
+
     result = run_verify(loaded, [spec], record)
     return result.as_dict()
 
@@ -125,11 +121,8 @@ def _bench(loaded: LoadedInventory, spec: NodeSpec, peers: list[NodeSpec], suite
     """Bench the rebuilt node together with one peer (so the pairwise fabric tests run
     between them), judged on the SKU thresholds; per check, the node's and the peer's
     measured values side by side."""
-    try:
-        from gpuctl.bench.run import run_bench
-    except ImportError:
-        notes.append("bench not run: gpuctl.bench.run.run_bench is not available")
-        return None
+    from gpuctl.bench.run import run_bench  # an import error is a broken install: never "bench not run"
+
     if record is None:
         notes.append("bench not run: no run record to keep its outputs")
         return None

@@ -50,10 +50,6 @@ class FioDirection:
     def bw_gb_s(self) -> float:
         return self.bw_bytes_s / GB
 
-    @property
-    def bw_mib_s(self) -> float:
-        return self.bw_bytes_s / MIB
-
 
 # Where `FioJob.rw` was read (see the module docstring).
 RW_JOB_DEFINITION = "job definition"

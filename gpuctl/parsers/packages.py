@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuctl.boundary import NAME_MAX, PACKAGE_NAME, control_character
+
 RPM_LOCKS_MARK = "##gpuctl-versionlock"
 #: Printed by the dpkg fact when /var/lib/dpkg/updates holds files: dpkg was interrupted
 #: (a node lost power or was killed mid-install) and refuses every install until
@@ -78,6 +80,13 @@ class PackageSnapshot:
         return {split_lock(lock)[0] for lock in self.locks}
 
 
+def _plausible(name: str, version: str) -> bool:
+    """A listing line's name and version as a package manager prints them: a hostile or garbled
+    line (a blank or control character, a name no package manager allows) is no package."""
+    return (len(name) <= NAME_MAX and PACKAGE_NAME.fullmatch(name) is not None and bool(version)
+            and not control_character(version) and not any(c.isspace() for c in version))
+
+
 def normalize_evr(version: str) -> str:
     """'580.95.05-1' → '0:580.95.05-1'; '3:580.95.05-1.el9' unchanged."""
     return version if ":" in version else f"0:{version}"
@@ -114,8 +123,8 @@ def parse_dpkg(lines: list[str]) -> PackageSnapshot:
         if len(words) != 3:
             continue
         if words[2] in DPKG_UNFINISHED_STATES or words[1] == "reinstreq":
-            unfinished.append(name)
-        if words[2] != "installed":
+            unfinished.append(name if _plausible(name, "0") else "<an unreadable dpkg line>")
+        if words[2] != "installed" or not _plausible(name, version):
             continue
         pkgs[name] = InstalledPackage(name, version, held=words[0] == "hold")
     return PackageSnapshot("apt", pkgs, unfinished=tuple(unfinished))
@@ -137,14 +146,14 @@ def parse_rpm(lines: list[str]) -> PackageSnapshot:
             continue
         if not in_locks:
             parts = line.split("\t")
-            if len(parts) == 2:
+            if len(parts) == 2 and _plausible(*parts):
                 pkgs[parts[0]] = InstalledPackage(parts[0], parts[1])
             continue
         entry = line[:-2] if line.endswith(".*") else line
         if " " in entry or ":" not in entry or entry.startswith("#"):
             continue  # dnf chatter, not a lock entry
         name, evr = split_lock(entry)
-        if name:
+        if name and _plausible(name, evr):
             locks.add(f"{name}-{evr}")
     return PackageSnapshot("dnf", pkgs, frozenset(locks))
 

@@ -22,12 +22,11 @@ TOOL = "nvidia-smi topo -m"
 
 # "GPU0", "NIC3", "mlx5_0", "mlx5_bond_0"
 _DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\w+|ib\w+|bnxt_\w+|irdma\w*)$")
-# "NV18", "SYS", "NODE", "PHB", "PXB", "PIX", "X" (older drivers: "SOC", "PSB")
-_CODE = re.compile(r"^(X|NV\d+|SYS|NODE|PHB|PXB|PIX|SOC|PSB)$")
 # "  NIC0: mlx5_0"
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
 _NVLINK = re.compile(r"^NV(\d+)$")
-# one device name / one link code inside a run-together token ("NIC10NIC11", "SYSSYS")
+# one device name / one link code inside a run-together token ("NIC10NIC11", "SYSSYS"); the
+# codes: "NV18", "SYS", "NODE", "PHB", "PXB", "PIX", "X" (older drivers: "SOC", "PSB")
 _DEVICE_PART = re.compile(r"GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+")
 _CODE_PART = re.compile(r"X|NV\d+|SYS|NODE|PHB|PXB|PIX|SOC|PSB")
 # PCIe paths from nearest to farthest, as the Legend lists them (PIX: at most one PCIe

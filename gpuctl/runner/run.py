@@ -143,7 +143,7 @@ def _stage_json(summary: RunSummary, results: dict[str, HostResult], engine: Eng
 
 def _run_verify(prepared: Prepared, record: RunRecord, req: RunRequest) -> dict[str, Any]:
     """Verification after provisioning, recorded in this run (pytest and testinfra load only here)."""
-    from gpuctl.checks import run_verify
+    from gpuctl.checks.runner import run_verify
 
     roles = tuple(c.name for c in prepared.roles if c.runs)
     return run_verify(prepared.loaded, prepared.specs, record, tuple(req.limit), req.parallel or None,

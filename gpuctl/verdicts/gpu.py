@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from gpuctl.catalog import EccLimits, Health, Sku, load_health
 from gpuctl.parsers.bandwidth import BandwidthResult
 from gpuctl.parsers.dcgm import DcgmResultSet, DcgmTest
-from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult
+from gpuctl.parsers.nvidia_smi.model import GpuInfo, NvidiaSmiResult
 from gpuctl.parsers.nvlink import TOOL as NVLINK_TOOL
 from gpuctl.parsers.nvlink import NvlinkResult
 from gpuctl.parsers.xid import XidResult

@@ -8,7 +8,7 @@ COMPONENT = Component(
     name="base", order=10,
     summary="host settings every GPU node needs before the NVIDIA stack",
     files=(
-        ManagedFile("/etc/modprobe.d/*gpuctl*"),
+        ManagedFile("/etc/modprobe.d/*gpuctl*", covers=("{base_blacklist_file}",)),
         ManagedFile("/etc/sysctl.d/90-gpuctl.conf", knob="base_sysctl_file"),
         ManagedFile("/etc/security/limits.d/90-gpuctl-memlock.conf", knob="base_limits_file"),
         ManagedFile("/etc/default/grub.d/gpuctl.cfg", knob="base_grub_dropin", when=on_apt),

@@ -11,7 +11,7 @@ from pyinfra.api import deploy
 from gpuctl.deploy_context import node_spec
 from gpuctl.facts.packages import read_packages
 from gpuctl.facts.system import FileStates, LoadedModules
-from gpuctl.operations import install_and_hold, load_modules, render, role_knobs, write_file
+from gpuctl.operations import install_and_hold, load_modules, render, role_knobs, whole_number, write_file
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +30,12 @@ def install() -> None:
     loaded = host.get_fact(LoadedModules)
     install_and_hold(f"GPUDirect Storage (nvidia-fs) {comp.version}", comp.packages, snap)
     rdma = [p.address.split("/")[0] for p in spec.fabric.ports if p.address]
+    sizes = {n: whole_number(k[f"gds_{n}"], f"gds_{n}") for n in (
+        "max_direct_io_size_kb", "max_device_cache_size_kb", "max_device_pinned_mem_size_kb", "poll_mode_max_size_kb")}
     content = render(
         "gds", "cufile.json.j2", version=comp.version, logging_dir=k["gds_logging_dir"],
-        logging_level=k["gds_logging_level"], max_direct_io_size_kb=int(k["gds_max_direct_io_size_kb"]),  # type: ignore[call-overload]
-        max_device_cache_size_kb=int(k["gds_max_device_cache_size_kb"]),  # type: ignore[call-overload]
-        max_device_pinned_mem_size_kb=int(k["gds_max_device_pinned_mem_size_kb"]),  # type: ignore[call-overload]
+        logging_level=k["gds_logging_level"], **sizes,
         use_poll_mode=json.dumps(bool(k["gds_use_poll_mode"])),
-        poll_mode_max_size_kb=int(k["gds_poll_mode_max_size_kb"]),  # type: ignore[call-overload]
         allow_compat_mode=json.dumps(bool(k["gds_allow_compat_mode"])), rdma_dev_addr_list=json.dumps(rdma))
     json.loads(content)  # a template edit that breaks JSON fails here, not on the node
     write_file(name=f"Write {cufile} (GDS {comp.version})", path=cufile, content=content, states=files)

@@ -24,11 +24,12 @@ COMPONENT = Component(
     files=(
         ManagedFile("/etc/nccl.conf", knob="network_nccl_conf"),
         ManagedFile("/etc/modules-load.d/gpuctl-network.conf", knob="network_modules_file", when=_configured_here),
-        ManagedFile("/etc/systemd/system/gpuctl-*", when=_configured_here),
+        ManagedFile("/etc/systemd/system/gpuctl-*", when=_configured_here, covers=(
+            "/etc/systemd/system/{network_roce_qos_unit}", "/etc/systemd/system/{network_soft_roce_unit_prefix}*")),
         ManagedFile("/usr/local/sbin/gpuctl-roce-qos", knob="network_roce_qos_script", when=_configured_here),
-        ManagedFile("/etc/network/interfaces.d/gpuctl-*", per_node=True, when=_configured_here),
+        ManagedFile("{network_ifupdown_dir}/{network_ifupdown_prefix}*", per_node=True, when=_configured_here),
         ManagedFile("/etc/netplan/60-gpuctl.yaml", knob="network_netplan_file", per_node=True, when=_configured_here),
-        ManagedFile("/etc/NetworkManager/system-connections/gpuctl-*", per_node=True, when=_configured_here),
+        ManagedFile("{network_nm_dir}/gpuctl-*", per_node=True, when=_configured_here),
     ),
     applies=lambda w: "" if _configured(w.fabric, w.vlans) else "no fabric and no VLANs in the inventory",
     container="shares the host kernel; cannot create VLAN or RDMA (rxe) devices",

@@ -26,7 +26,8 @@ from gpuctl.checks.api import (
 )
 from gpuctl.checks.probe import Probe, nvml_remediation
 from gpuctl.health import comparable_previous, load_previous
-from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiFailure
+from gpuctl.parsers.firmware import vbios_versions
+from gpuctl.parsers.nvidia_smi.model import GpuInfo, NvidiaSmiFailure
 from gpuctl.spec import NodeSpec
 from gpuctl.verdicts import (
     Subject,
@@ -290,8 +291,9 @@ def test_health_nvlink_errors(host, spec, probe):
 
 def test_health_gpu_firmware(host, spec, probe, locked_firmware):
     """Every GPU's VBIOS as the lock file records it for this node (`gpuctl.healthpolicy.judge_firmware`,
-    read from the same `nvidia-smi -q -x`); skipped without a lock entry."""
-    judge_firmware_lock(spec, healthpolicy.gpu_firmware(probe.gpus().gpus), locked_firmware)
+    read from the same `nvidia-smi -q -x` as the lock's, `gpuctl.parsers.firmware.vbios_versions`); skipped
+    without a lock entry."""
+    judge_firmware_lock(spec, vbios_versions(probe.gpus().gpus), locked_firmware)
 
 
 def test_health_pcie_aer(host, spec, probe):

@@ -33,6 +33,7 @@ from gpuctl.facts.system import ServiceStates
 from gpuctl.knobs import command_argv
 from gpuctl.matrix import Package
 from gpuctl.operations import (
+    decimal_number,
     dnf_module_enable,
     ensure_services,
     fail_host,
@@ -142,6 +143,9 @@ def install() -> None:
     check_boot_module(name=f"Check nvidia {ver} is built for the kernel the node boots",
                       decision=decision, _if=decision.needed)
     timeout = k["nvidia_driver_reboot_timeout_s"]
+
+    def seconds(what: str) -> float:
+        return decimal_number(k[f"nvidia_driver_reboot_{what}_s"], f"nvidia_driver_reboot_{what}_s")
     # a command knob is a choice among known commands, run as its argv (gpuctl.knobs), never as text
     argv = command_argv("nvidia_driver_confirm_command", str(k["nvidia_driver_confirm_command"]))
     if argv is None:
@@ -153,9 +157,8 @@ def install() -> None:
     rolling_reboot(name=f"Reboot to load NVIDIA driver {ver}",
                    reason=f"the loaded nvidia module is not {ver}",
                    confirm_command=confirm, confirm_output=ver,
-                   delay_s=float(k["nvidia_driver_reboot_delay_s"]),  # type: ignore[arg-type]
-                   interval_s=float(k["nvidia_driver_reboot_interval_s"]),  # type: ignore[arg-type]
-                   timeout_s=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]
+                   delay_s=seconds("delay"), interval_s=seconds("interval"),
+                   timeout_s=seconds("timeout") if timeout is not None else None,
                    _if=decision.needed)
     ensure_services(name=f"Enable and start {service} {persistenced.version}", names=[service],
                     states=services)

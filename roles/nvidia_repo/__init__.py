@@ -8,9 +8,10 @@ COMPONENT = Component(
     name="nvidia_repo", order=20,
     summary="the NVIDIA repository, its verified key and apt pinning",
     files=(
-        ManagedFile("/etc/apt/sources.list.d/*gpuctl*", when=on_apt),
-        ManagedFile("/etc/apt/apt.conf.d/*gpuctl-proxy*", when=on_apt),
-        ManagedFile("/etc/yum.repos.d/*gpuctl*", when=on_dnf),
+        ManagedFile("/etc/apt/sources.list.d/*gpuctl*", covers=("{nvidia_repo_sources_file}",), when=on_apt),
+        ManagedFile("/etc/apt/apt.conf.d/*gpuctl-proxy*", covers=("{nvidia_repo_apt_proxy_file}",),
+                    when=on_apt),
+        ManagedFile("/etc/yum.repos.d/*gpuctl*", covers=("{nvidia_repo_dnf_repo_file}",), when=on_dnf),
     ),
     knobs={
         "nvidia_repo_key_file_apt": Path(("/etc/apt/keyrings", "/usr/share/keyrings")),

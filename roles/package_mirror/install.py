@@ -25,12 +25,12 @@ from typing import Any
 import jinja2
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, deploy, operation
-from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
 from gpuctl.deploy_context import node_spec
+from gpuctl.facts.packages import read_packages
 from gpuctl.facts.system import CommandPaths, FileStates
-from gpuctl.operations import and_then, one_line_value, role_knobs, sh
+from gpuctl.operations import and_then, one_line_value, role_knobs, sh, whole_number
 from gpuctl.parsers.files import FileState
 from gpuctl.paths import templates_dir
 from gpuctl.redact import holds_secret
@@ -92,15 +92,16 @@ def install() -> None:
     if spec.package_manager != "apt":
         raise RuntimeError(f"{spec.node}: the package cache (apt-cacher-ng) needs a Debian/Ubuntu cache host")
     packages = [str(p) for p in k["package_mirror_packages"]]
-    query = "dpkg-query -W -f='${Package} ${Status}\\n' " + sh(*packages)
-    lines = host.get_fact(Command, command=f"{query} 2>/dev/null || true") or ""
-    installed = [ln.split()[0] for ln in str(lines).splitlines() if ln.endswith(" installed")]
+    snapshot = read_packages("apt")  # the listing every role reads (gpuctl.parsers.packages)
+    installed = [p for p in packages if p in snapshot.packages]
     install_cache_packages(name=f"Install {', '.join(packages)}", packages=packages, installed=installed,
                            proxy=spec.repo.apt_proxy)
     path = str(k["package_mirror_conf_file"])
-    ports = user_ports(spec.repo, always=[int(p) for p in k["package_mirror_user_ports"]])
-    conf = render_conf(port=int(k["package_mirror_port"]), bind_address=k["package_mirror_bind_address"],
-                       cache_dir=k["package_mirror_cache_dir"], expire_days=int(k["package_mirror_expire_days"]),
+    ports = user_ports(spec.repo, always=[whole_number(p, f"package_mirror_user_ports[{i}]")
+                                          for i, p in enumerate(k["package_mirror_user_ports"])])
+    conf = render_conf(port=whole_number(k["package_mirror_port"], "package_mirror_port"),
+                       bind_address=k["package_mirror_bind_address"], cache_dir=k["package_mirror_cache_dir"],
+                       expire_days=whole_number(k["package_mirror_expire_days"], "package_mirror_expire_days"),
                        user_ports=ports, upstream_proxy=spec.repo.apt_proxy)
     changed = put_text(name=f"Configure apt-cacher-ng on port {k['package_mirror_port']} ({path})", path=path,
                        content=conf, current=host.get_fact(FileStates, paths=(path,)).get(path))
@@ -126,7 +127,8 @@ def make_dir(path: str, exists: bool):
 def serve_wheels(k: dict[str, Any]) -> None:
     """The training environment's wheelhouse: package_mirror_wheels_dir/simple over http."""
 
-    directory, port = str(k["package_mirror_wheels_dir"]), int(k["package_mirror_wheels_port"])
+    directory = str(k["package_mirror_wheels_dir"])
+    port = whole_number(k["package_mirror_wheels_port"], "package_mirror_wheels_port")
     have = host.get_fact(CommandPaths, names=(f"{directory}/simple", "/usr/bin/python3"))
     if not have.get("/usr/bin/python3"):
         install_cache_packages(name="Install python3 (serves the wheelhouse)", packages=["python3"], installed=[],

@@ -25,7 +25,8 @@ import time
 import pytest
 from labrun import ensure_provisioned
 
-from gpuctl.checks import CheckStatus, run_verify
+from gpuctl.checks.model import CheckStatus
+from gpuctl.checks.runner import run_verify
 from gpuctl.health import HEALTHY, UNHEALTHY, run_health
 from gpuctl.healthpolicy import FAIL, WARN
 from gpuctl.inventory import load_inventory
@@ -56,7 +57,8 @@ def provisioned(lab, tmp_path_factory):
 
 
 def _lock(loaded, specs):
-    from gpuctl.lock import build_lock, read_nodes
+    from gpuctl.lock.model import build_lock
+    from gpuctl.lock.read import read_nodes
 
     found = read_nodes(loaded, specs)
     assert not found.errors, found.errors
@@ -84,7 +86,7 @@ def _verify_health_failures(loaded, host):
 
 def test_health_healthy_then_each_fault_on_its_node_only(provisioned, lab, tmp_path, monkeypatch, record_property):
     from gpuctl.lab.standin.faults import apply_fault
-    from gpuctl.lock import lock_path, write_lock
+    from gpuctl.lock.model import lock_path, write_lock
 
     monkeypatch.setenv("GPUCTL_STATE_DIR", str(tmp_path / "state"))
     loaded = provisioned

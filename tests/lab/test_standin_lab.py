@@ -10,7 +10,7 @@ from gpuctl.lab.standin.faults import apply_fault
 from gpuctl.lab.standin.profile import push_profile
 from gpuctl.lab.standin.repo import build_repo
 from gpuctl.lab.state import LabState
-from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
 
 pytestmark = pytest.mark.lab
 

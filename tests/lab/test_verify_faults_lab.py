@@ -18,7 +18,8 @@ import time
 import pytest
 from labrun import ensure_provisioned
 
-from gpuctl.checks import CheckStatus, HostStatus, run_verify
+from gpuctl.checks.model import CheckStatus, HostStatus
+from gpuctl.checks.runner import run_verify
 from gpuctl.inventory import load_inventory
 from gpuctl.runner.roles import role_available
 from gpuctl.runrecord import RunRecord

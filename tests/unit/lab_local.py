@@ -79,3 +79,27 @@ def _env(tmp: Path, bindir: Path) -> dict[str, str]:
     home = tmp / "home"
     (home / ".ssh").mkdir(parents=True, exist_ok=True)
     return {"PATH": f"{bindir}:{os.environ['PATH']}", "HOME": str(home), "GPUCTL_RUNS_DIR": str(tmp / "runs")}
+
+
+def standin_gpu_node(tmp: Path, faults: str = "", dmesg: str = "[    1.0] Linux version 6.1\n",
+                     fm_running: bool = True) -> tuple[Path, dict[str, str]]:
+    """A stand-in node with its `nvidia-smi` (the lab's labhw.py with `faults`), `dmesg` and state dir:
+    (inventory, environment) for health, verify and lock reads run locally."""
+    inv, env = standin_node(tmp)
+    bindir = Path(env["PATH"].split(":")[0])
+    root = tmp / "node"
+    (root / "faults").write_text(faults)
+    info = root / "nvidia-smi.package.json"
+    info.write_text(json.dumps({"package": "nvidia-driver", "version": "580.95.05-1", "driver_version": "580.95.05"}))
+    if fm_running:
+        (root / "run/nvidia-fabricmanager").mkdir(parents=True)
+        (root / "run/nvidia-fabricmanager/nv-fabricmanager.pid").write_text(f"{os.getpid()}\n")
+    e = (f"GPUCTL_LAB_SYSROOT={root} GPUCTL_LAB_PROFILE={root}/profile.json GPUCTL_LAB_FAULTS={root}/faults "
+         f"GPUCTL_LAB_PACKAGE={info}")
+    (bindir / "nvidia-smi").write_text(f'#!/bin/sh\nexec env {e} {sys.executable} {LABHW} nvidia-smi "$@"\n')
+    (bindir / "nvidia-smi").chmod(0o755)
+    (tmp / "dmesg.txt").write_text(dmesg)
+    (bindir / "dmesg").write_text(f"#!/bin/sh\ncat {tmp / 'dmesg.txt'}\n")
+    (bindir / "dmesg").chmod(0o755)
+    env["GPUCTL_STATE_DIR"] = str(tmp / "state")
+    return inv, env

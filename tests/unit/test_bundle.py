@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuctl.bundle import is_private_key, make_bundle, verify_bundle
-from gpuctl.checks import CheckResult, CheckStatus, HostResult, VerifyResult
+from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
 from gpuctl.runrecord import RunRecord
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
@@ -157,3 +157,27 @@ def test_cli_bundle(tmp_path, monkeypatch):
     assert verify_bundle(data["path"]) == []
     r = CliRunner().invoke(main, ["bundle", str(LAB_INVENTORY), "--run", "nope"])
     assert r.exit_code == 2 and "not a run folder" in r.output
+
+
+def test_a_bundle_that_does_not_re_read_soundly_is_never_published(tmp_path, monkeypatch):
+    """make_bundle (handover and turnkey write every bundle through it) re-reads the archive it
+    wrote with verify_bundle before putting it in place (issue 18: verify_bundle had no caller
+    outside tests). A write that corrupts a member leaves no bundle and names the file."""
+    root = tmp_path / "runs"
+    rec = make_run(root, tmp_path)
+    real = tarfile.TarFile.addfile
+
+    def corrupting(self, info, fileobj=None):  # type: ignore[no-untyped-def]
+        if fileobj is not None and info.name.endswith("nvidia-smi.txt"):
+            import io
+
+            data = fileobj.read().replace(b"H100", b"H200")
+            return real(self, info, io.BytesIO(data))
+        return real(self, info, fileobj)
+
+    monkeypatch.setattr(tarfile.TarFile, "addfile", corrupting)
+    from gpuctl.errors import ExecutionError
+
+    with pytest.raises(ExecutionError, match=r"nvidia-smi\.txt: checksum mismatch"):
+        make_bundle([rec], tmp_path / "b.tar.gz", cluster="lab", runs_root=root, now=NOW)
+    assert list(tmp_path.glob("b.tar.gz*")) == []

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuctl.checks import list_checks, run_verify
 from gpuctl.checks.model import CheckResult, CheckStatus, HostResult, VerifyResult
+from gpuctl.checks.runner import list_checks, run_verify
 from gpuctl.checks.sshconfig import render_ssh_config
 from gpuctl.cli.main import main
 from gpuctl.inventory import load_inventory

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,14 +23,16 @@ from gpuctl.errors import ParseError
 from gpuctl.health import COULD_NOT_RUN, HEALTHY, UNHEALTHY, NodeHealth, run_health
 from gpuctl.inventory import load_inventory
 from gpuctl.parsers.files import parse_tail_bundle
+from gpuctl.parsers.firmware import vbios_versions
 from gpuctl.parsers.health import parse_pci_sysfs
 from gpuctl.parsers.lspci import parse_lspci
-from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q, parse_nvidia_smi_xml
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_xml import parse_nvidia_smi_xml
 from gpuctl.parsers.nvlink_errors import parse_nvlink_errors
 from gpuctl.parsers.xid import parse_xid_log
 from gpuctl.remediation import Remediation
 from gpuctl.spec import resolve
-from tests.unit.lab_local import FIX, LABHW, standin_node
+from tests.unit.lab_local import FIX, standin_gpu_node
 
 LIMITS = load_health().passive
 DRAIN = re.compile(r"^gpuctl: (?P<check>[a-z_]+): (?P<subject>[^:]+(?::[^ :][^:]*)*?): (?P<detail>.+) → "
@@ -273,7 +274,7 @@ def test_nvlink_errors_use_the_analyze_counter_rule() -> None:
 
 
 def test_cli_nvlink_errors_from_the_standin_rise_between_two_runs(tmp_path: Path) -> None:
-    inv, env = _node(tmp_path, "nvlink_errors gpu=2\n")
+    inv, env = standin_gpu_node(tmp_path, "nvlink_errors gpu=2\n")
     code, out, err = _health(inv, env, "--json")
     node = json.loads(out)["nodes"]["gpu-01"]
     assert code == 0, (out, err)
@@ -329,42 +330,20 @@ def test_xid_since_boot_reuses_the_xid_policy() -> None:
 
 # ---------------------------------------------------------------- the command
 
-def _node(tmp: Path, faults: str = "", dmesg: str = "[    1.0] Linux version 6.1\n", fm_running: bool = True
-          ) -> tuple[Path, dict[str, str]]:
-    inv, env = standin_node(tmp)
-    bindir = Path(env["PATH"].split(":")[0])
-    root = tmp / "node"
-    (root / "faults").write_text(faults)
-    info = root / "nvidia-smi.package.json"
-    info.write_text(json.dumps({"package": "nvidia-driver", "version": "580.95.05-1", "driver_version": "580.95.05"}))
-    if fm_running:
-        (root / "run/nvidia-fabricmanager").mkdir(parents=True)
-        (root / "run/nvidia-fabricmanager/nv-fabricmanager.pid").write_text(f"{os.getpid()}\n")
-    e = (f"GPUCTL_LAB_SYSROOT={root} GPUCTL_LAB_PROFILE={root}/profile.json GPUCTL_LAB_FAULTS={root}/faults "
-         f"GPUCTL_LAB_PACKAGE={info}")
-    (bindir / "nvidia-smi").write_text(f'#!/bin/sh\nexec env {e} {sys.executable} {LABHW} nvidia-smi "$@"\n')
-    (bindir / "nvidia-smi").chmod(0o755)
-    (tmp / "dmesg.txt").write_text(dmesg)
-    (bindir / "dmesg").write_text(f"#!/bin/sh\ncat {tmp / 'dmesg.txt'}\n")
-    (bindir / "dmesg").chmod(0o755)
-    env["GPUCTL_STATE_DIR"] = str(tmp / "state")
-    return inv, env
-
-
 def _health(inv: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
     r = CliRunner().invoke(main, ["health", str(inv), *args], env=env)
     return r.exit_code, r.stdout, r.stderr
 
 
 def test_cli_healthy_node_exit_0(tmp_path: Path) -> None:
-    inv, env = _node(tmp_path)
+    inv, env = standin_gpu_node(tmp_path)
     code, out, err = _health(inv, env)
     assert code == 0, (out, err)
     assert out == "" and "gpu-01: healthy" in err
 
 
 def test_cli_throttle_fault_exit_1_with_the_exact_drain_line(tmp_path: Path) -> None:
-    inv, env = _node(tmp_path, "throttle gpu=3 reason=hw_power_brake_slowdown\n")
+    inv, env = standin_gpu_node(tmp_path, "throttle gpu=3 reason=hw_power_brake_slowdown\n")
     code, out, _err = _health(inv, env)
     assert code == 1
     lines = out.splitlines()
@@ -376,7 +355,7 @@ def test_cli_throttle_fault_exit_1_with_the_exact_drain_line(tmp_path: Path) -> 
 
 
 def test_cli_fabric_not_ready_and_xid_json(tmp_path: Path) -> None:
-    inv, env = _node(tmp_path, "fabric_not_ready\n",
+    inv, env = standin_gpu_node(tmp_path, "fabric_not_ready\n",
                      dmesg="[  512.1] NVRM: Xid (PCI:0000:5d:00): 79, pid=0, GPU has fallen off the bus.\n")
     code, out, _ = _health(inv, env, "--json")
     assert code == 1
@@ -390,7 +369,7 @@ def test_cli_fabric_not_ready_and_xid_json(tmp_path: Path) -> None:
 
 
 def test_cli_exit_2_bad_input_and_3_could_not_run(tmp_path: Path) -> None:
-    inv, env = _node(tmp_path)
+    inv, env = standin_gpu_node(tmp_path)
     code, _, err = _health(tmp_path / "missing.yaml", env)
     assert code == 2 and "error:" in err
     code, _, err = _health(inv, env, "--limit", "nope-*")
@@ -401,7 +380,7 @@ def test_cli_exit_2_bad_input_and_3_could_not_run(tmp_path: Path) -> None:
 
 
 def test_cli_counters_state_first_sample_then_judged(tmp_path: Path) -> None:
-    inv, env = _node(tmp_path)
+    inv, env = standin_gpu_node(tmp_path)
     _health(inv, env)
     state = tmp_path / "state" / "health" / "lab" / "gpu-01.json"
     assert state.is_file() and oct(state.stat().st_mode & 0o777) == "0o600"
@@ -529,11 +508,11 @@ def test_standin_vbios_fault_makes_one_node_the_odd_one_out(tmp_path: Path) -> N
 
     versions = {}
     for node, faults in (("gpu-01", ""), ("gpu-02", "vbios_differs version=96.00.61.00.01\n"), ("gpu-03", "")):
-        _inv, env = _node(tmp_path / node, faults)
+        _inv, env = standin_gpu_node(tmp_path / node, faults)
         bindir = Path(env["PATH"].split(":")[0])
         out = subprocess.run([str(bindir / "nvidia-smi"), "-q", "-x"], capture_output=True, text=True, timeout=30,
                              check=True)
-        versions[node] = hp.gpu_firmware(parse_nvidia_smi_xml(out.stdout).gpus)
+        versions[node] = vbios_versions(parse_nvidia_smi_xml(out.stdout).gpus)
     failed = [f for f in hp.judge_firmware(versions) if f.status == hp.FAIL]
     assert {f.node for f in failed} == {"gpu-02"} and len(failed) == 8
 
@@ -658,9 +637,9 @@ def test_verify_passes_the_lock_firmware_to_the_checks(tmp_path: Path, monkeypat
     """The runner hands the lock file's firmware to the check session (`locked_firmware` fixture):
     verify of a lab node whose lock records another VBIOS fails `health_gpu_firmware` naming it."""
     from gpuctl.checks.runner import run_verify
-    from gpuctl.lock import NodeLock, build_lock, lock_firmware, write_lock
+    from gpuctl.lock.model import NodeLock, build_lock, lock_firmware, write_lock
 
-    inv, env = _node(tmp_path)
+    inv, env = standin_gpu_node(tmp_path)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     loaded = load_inventory(str(inv))

@@ -49,13 +49,13 @@ LOCAL_IMPORT_REASONS: dict[tuple[str, str], str] = {
     ("gpuctl.rolerun", "gpuctl.runner.inventory"): PATCH_ORDER,
     ("gpuctl.turnkey_stages", "gpuctl.runner.run"): PATCH_ORDER,
     ("gpuctl.turnkey_stages", "gpuctl.bench.run"): PATCH_ORDER,
-    ("gpuctl.turnkey_stages", "gpuctl.checks"): VERIFY_ONLY,
-    ("gpuctl.runner.run", "gpuctl.checks"): VERIFY_ONLY,
+    ("gpuctl.turnkey_stages", "gpuctl.checks.runner"): VERIFY_ONLY,
+    ("gpuctl.runner.run", "gpuctl.checks.runner"): VERIFY_ONLY,
     ("gpuctl.lock.read", "gpuctl.bench.remote"): PATCH_ORDER,
     ("gpuctl.lock.rebuilding", "gpuctl.rolerun"): PATCH_ORDER,
     ("gpuctl.lock.rebuilding", "gpuctl.runner.run"): PATCH_ORDER,
     ("gpuctl.lock.rebuilding", "gpuctl.bench.run"): PATCH_ORDER,
-    ("gpuctl.lock.rebuilding", "gpuctl.checks"): VERIFY_ONLY,
+    ("gpuctl.lock.rebuilding", "gpuctl.checks.runner"): VERIFY_ONLY,
 }
 
 #: the importers an entry may cover as a whole package, each with its reason

@@ -18,7 +18,7 @@ from gpuctl.parsers.ib_counters import parse_ib_counters
 from gpuctl.parsers.ibv_devinfo import parse_ibv_devinfo
 from gpuctl.parsers.lspci import parse_lspci
 from gpuctl.parsers.nccl_log import parse_nccl_log
-from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
 from gpuctl.parsers.nvlink_errors import parse_nvlink_errors
 from gpuctl.verdicts import NODE, Status, counter_deltas, judge_clock_events, judge_counter_deltas, judge_fabric
 

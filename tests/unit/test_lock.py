@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from gpuctl import lock as lk
 from gpuctl.errors import ExecutionError, InputError
 from gpuctl.inventory import load_inventory
+from gpuctl.lock import compare, drifting, locking, managed, model, pins, read, rebuilding
 from gpuctl.spec import NodeSpec, resolve
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
@@ -44,51 +45,53 @@ def node_output(spec: NodeSpec, *, kernel: str = "6.1.0-27-amd64", bump: dict[st
         want = "install" if p.name in unheld else "hold"
         lines.append(f"{p.name}\t{version}\t{want} ok installed")
     lines += ["##gpuctl-lock hca", f"rxe0\t{hca_fw}", "##gpuctl-lock vbios"]
-    if vbios:
-        lines += [f"0, {vbios}", f"1, {vbios}"]
+    if vbios:  # `nvidia-smi -q -x` of two GPUs, cut to what the lock reads
+        lines += ['<?xml version="1.0" ?>', "<nvidia_smi_log>", "<attached_gpus>2</attached_gpus>",
+                  *(f'<gpu id="00000000:{b}:00.0"><vbios_version>{vbios}</vbios_version></gpu>' for b in ("18", "2A")),
+                  "</nvidia_smi_log>"]
     lines += ["##gpuctl-lock files", f"{nccl_sha}  /etc/nccl.conf", f"{mdadm_sha}  /etc/mdadm/mdadm.conf",
               "-  /etc/default/grub.d/gpuctl.cfg", "##gpuctl-lock end"]
     return "\n".join(lines) + "\n"
 
 
 def test_managed_files_in_one_place(spec):
-    files = lk.managed_files(spec)
+    files = managed.managed_files(spec)
     assert "/etc/nccl.conf" in files
     assert "/etc/modprobe.d/*gpuctl*" in files
     assert "/etc/sysctl.d/90-gpuctl.conf" in files  # from roles/base/defaults.yaml base_sysctl_file
     assert "/etc/mdadm/mdadm.conf" in files  # spec.raid is set in the lab inventory
     assert any(f.startswith("/etc/network/") for f in files)  # RoCE fabric + VLANs
     no_raid = spec.model_copy(update={"raid": None, "package_manager": "dnf"})
-    files2 = lk.managed_files(no_raid)
+    files2 = managed.managed_files(no_raid)
     assert "/etc/mdadm/mdadm.conf" not in files2 and "/etc/mdadm.conf" not in files2
     assert "/etc/yum.repos.d/*gpuctl*" in files2 and "/etc/default/grub.d/gpuctl.cfg" not in files2
     # every managed path is a file name read by the script
-    script = lk.read_script(spec)
+    script = read.read_script(spec)
     for f in files:
         assert f in script
 
 
-def test_node_specific_files():
-    assert lk.per_node_file("/etc/mdadm/mdadm.conf")
-    assert lk.per_node_file("/etc/network/interfaces.d/gpuctl-eth1.100")
-    assert not lk.per_node_file("/etc/nccl.conf")
-    assert not lk.per_node_file("/etc/modprobe.d/gpuctl-blacklist.conf")
+def test_node_specific_files(spec):
+    assert managed.per_node_file("/etc/mdadm/mdadm.conf", spec)
+    assert managed.per_node_file("/etc/network/interfaces.d/gpuctl-eth1.100", spec)
+    assert not managed.per_node_file("/etc/nccl.conf", spec)
+    assert not managed.per_node_file("/etc/modprobe.d/gpuctl-blacklist.conf", spec)
 
 
 def test_read_script_quotes_and_queries_every_component_package(spec):
-    script = lk.read_script(spec)
+    script = read.read_script(spec)
     for p in spec.all_packages():
         assert p.name in script
     assert "dpkg-query -W" in script and "/sys/class/infiniband/*/fw_ver" in script
-    assert "--query-gpu=index,vbios_version --format=csv,noheader" in script
-    rpm = lk.read_script(spec.model_copy(update={"package_manager": "dnf"}))
+    assert "nvidia-smi -q -x 2>&1" in script
+    rpm = read.read_script(spec.model_copy(update={"package_manager": "dnf"}))
     assert "rpm -q --qf" in rpm and "versionlock list" in rpm
 
 
 def test_parse_read_installed_versions_holds_firmware_files(spec):
     pkg = spec.all_packages()[0]
     text = node_output(spec, bump={pkg.name: "999.1-1"}, unheld=(pkg.name,), missing=("libnccl-dev",))
-    e = lk.parse_read(text, spec, "t0")
+    e = read.parse_read(text, spec, "t0")
     versions = e.package_versions()
     assert versions[pkg.name] == "999.1-1"  # what the node has, not the matrix
     assert versions["libnccl-dev"] is None
@@ -105,7 +108,7 @@ def test_parse_read_ignores_config_files_state_and_nvidia_smi_errors(spec):
         "##gpuctl-lock vbios\n",
         "##gpuctl-lock vbios\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
     text = text.replace("\thold ok installed", "\tdeinstall ok config-files", 1)
-    e = lk.parse_read(text, spec)
+    e = read.parse_read(text, spec)
     assert not any(k.startswith("vbios") for k in e.firmware)
     assert sum(v is None for v in e.package_versions().values()) == 1
 
@@ -117,35 +120,35 @@ def test_parse_read_rpm(spec):
             "##gpuctl-lock packages\ncuda-toolkit-13-0\t13.0.2-1\nnvidia-driver\t3:580.95.05-1.el9\n"
             "##gpuctl-lock locks\nLast metadata expiration check: 0:01:00 ago\nnvidia-driver-3:580.95.05-1.el9.*\n"
             "##gpuctl-lock files\n##gpuctl-lock end\n")
-    e = lk.parse_read(text, rspec)
-    assert e.packages["cuda"]["cuda-toolkit-13-0"] == lk.LockedPackage(version="13.0.2-1", held=False)
-    assert e.packages["driver"]["nvidia-driver"] == lk.LockedPackage(version="3:580.95.05-1.el9", held=True)
+    e = read.parse_read(text, rspec)
+    assert e.packages["cuda"]["cuda-toolkit-13-0"] == model.LockedPackage(version="13.0.2-1", held=False)
+    assert e.packages["driver"]["nvidia-driver"] == model.LockedPackage(version="3:580.95.05-1.el9", held=True)
 
 
 @pytest.mark.parametrize("text", ["", "##gpuctl-lock os\ndebian 12\n", "ssh: connect refused"])
 def test_truncated_read_is_an_error(spec, text):
     with pytest.raises(ExecutionError, match="incomplete"):
-        lk.parse_read(text, spec)
+        read.parse_read(text, spec)
 
 
-def make_lock(loaded, entries: dict[str, lk.NodeLock]) -> lk.LockFile:
-    return lk.build_lock(loaded, entries)
+def make_lock(loaded, entries: dict[str, model.NodeLock]) -> model.LockFile:
+    return model.build_lock(loaded, entries)
 
 
 def test_lock_round_trip(loaded, spec, tmp_path):
-    entries = {n: lk.parse_read(node_output(spec), spec, "t") for n in ("gpu-01", "gpu-02")}
+    entries = {n: read.parse_read(node_output(spec), spec, "t") for n in ("gpu-01", "gpu-02")}
     lock = make_lock(loaded, entries)
-    path = lk.write_lock(lock, tmp_path / "x.lock.yaml")
+    path = model.write_lock(lock, tmp_path / "x.lock.yaml")
     text = path.read_text()
     assert text.startswith("# gpuctl lock file")
-    back = lk.load_lock(path)
+    back = model.load_lock(path)
     assert back == lock
     assert back.matrix.name == "r580-cuda13.0" and len(back.inventory.sha256) == 64
     assert list(back.nodes) == ["gpu-01", "gpu-02"]
 
 
 def test_lock_path_beside_inventory():
-    assert lk.lock_path("inventories/lab.yaml") == Path("inventories/lab.lock.yaml")
+    assert model.lock_path("inventories/lab.yaml") == Path("inventories/lab.lock.yaml")
 
 
 @pytest.mark.parametrize("text, match", [
@@ -156,19 +159,19 @@ def test_lock_path_beside_inventory():
 ])
 def test_bad_lock_files(text, match):
     with pytest.raises(InputError, match=match):
-        lk.parse_lock(text)
+        model.parse_lock(text)
 
 
 def test_missing_lock_file(tmp_path):
     with pytest.raises(InputError, match="run `gpuctl lock` first"):
-        lk.load_lock(tmp_path / "none.lock.yaml")
+        model.load_lock(tmp_path / "none.lock.yaml")
 
 
 def test_limit_keeps_other_entries(loaded, spec):
-    e1 = lk.parse_read(node_output(spec), spec)
-    e2 = lk.parse_read(node_output(spec, kernel="6.1.0-99"), spec)
+    e1 = read.parse_read(node_output(spec), spec)
+    e2 = read.parse_read(node_output(spec, kernel="6.1.0-99"), spec)
     prev = make_lock(loaded, {"gpu-01": e1, "gpu-02": e1})
-    new = lk.build_lock(loaded, {"gpu-02": e2}, prev)
+    new = model.build_lock(loaded, {"gpu-02": e2}, prev)
     assert new.nodes["gpu-01"] == e1 and new.nodes["gpu-02"].kernel == "6.1.0-99"
 
 
@@ -176,22 +179,22 @@ def test_limit_keeps_other_entries(loaded, spec):
 
 
 def three_nodes(loaded, spec):
-    base = lk.parse_read(node_output(spec), spec)
-    lock = lk.LockFile(**{**make_lock(loaded, {}).model_dump(), "nodes": {"gpu-01": base, "gpu-02": base,
+    base = read.parse_read(node_output(spec), spec)
+    lock = model.LockFile(**{**make_lock(loaded, {}).model_dump(), "nodes": {"gpu-01": base, "gpu-02": base,
                                                                            "gpu-03": base}})
     return lock, base
 
 
 def test_no_drift(loaded, spec):
     lock, base = three_nodes(loaded, spec)
-    report = lk.diff(lock, {"gpu-01": base, "gpu-02": base, "gpu-03": base})
+    report = compare.diff(lock, {"gpu-01": base, "gpu-02": base, "gpu-03": base})
     assert report.clean and report.as_dict()["status"] == "clean"
 
 
 def test_hand_upgraded_package_on_one_node_shows(loaded, spec):
     lock, base = three_nodes(loaded, spec)
-    upgraded = lk.parse_read(node_output(spec, bump={"libnccl2": "2.99.9-1+cuda13.0"}, unheld=("libnccl2",)), spec)
-    report = lk.diff(lock, {"gpu-01": base, "gpu-02": upgraded, "gpu-03": base})
+    upgraded = read.parse_read(node_output(spec, bump={"libnccl2": "2.99.9-1+cuda13.0"}, unheld=("libnccl2",)), spec)
+    report = compare.diff(lock, {"gpu-01": base, "gpu-02": upgraded, "gpu-03": base})
     assert not report.clean
     assert {d.node for d in report.items} == {"gpu-02"}
     pinned = spec.components["nccl"].packages[0].version
@@ -206,35 +209,35 @@ def test_hand_upgraded_package_on_one_node_shows(loaded, spec):
 
 def test_kernel_differs(loaded, spec):
     lock, base = three_nodes(loaded, spec)
-    other = lk.parse_read(node_output(spec, kernel="6.1.0-28-amd64"), spec)
-    report = lk.diff(lock, {"gpu-01": other, "gpu-02": base, "gpu-03": base})
+    other = read.parse_read(node_output(spec, kernel="6.1.0-28-amd64"), spec)
+    report = compare.diff(lock, {"gpu-01": other, "gpu-02": base, "gpu-03": base})
     keys = {(d.node, d.kind, d.key, d.found) for d in report.items}
     assert keys == {("gpu-01", "lock", "kernel", "6.1.0-28-amd64"), ("gpu-01", "peers", "kernel", "6.1.0-28-amd64")}
 
 
 def test_config_file_hash_differs(loaded, spec):
     lock, base = three_nodes(loaded, spec)
-    edited = lk.parse_read(node_output(spec, nccl_sha="c" * 64), spec)
-    report = lk.diff(lock, {"gpu-01": base, "gpu-02": base, "gpu-03": edited})
+    edited = read.parse_read(node_output(spec, nccl_sha="c" * 64), spec)
+    report = compare.diff(lock, {"gpu-01": base, "gpu-02": base, "gpu-03": edited})
     assert {(d.node, d.kind, d.key) for d in report.items} == {
         ("gpu-03", "lock", "file /etc/nccl.conf"), ("gpu-03", "peers", "file /etc/nccl.conf")}
 
 
 def test_node_specific_file_only_against_the_lock(loaded, spec):
     # every node has its own mdadm.conf (array UUID): never peer drift; a change is lock drift
-    a = lk.parse_read(node_output(spec, mdadm_sha="1" * 64), spec)
-    b = lk.parse_read(node_output(spec, mdadm_sha="2" * 64), spec)
+    a = read.parse_read(node_output(spec, mdadm_sha="1" * 64), spec)
+    b = read.parse_read(node_output(spec, mdadm_sha="2" * 64), spec)
     lock = make_lock(loaded, {"gpu-01": a, "gpu-02": b})
-    assert lk.diff(lock, {"gpu-01": a, "gpu-02": b}).clean
-    c = lk.parse_read(node_output(spec, mdadm_sha="3" * 64), spec)
-    report = lk.diff(lock, {"gpu-01": a, "gpu-02": c})
+    assert compare.diff(lock, {"gpu-01": a, "gpu-02": b}, spec=spec).clean
+    c = read.parse_read(node_output(spec, mdadm_sha="3" * 64), spec)
+    report = compare.diff(lock, {"gpu-01": a, "gpu-02": c}, spec=spec)
     assert [(d.node, d.kind, d.key) for d in report.items] == [("gpu-02", "lock", "file /etc/mdadm/mdadm.conf")]
 
 
 def test_deleted_config_file(loaded, spec):
     lock, base = three_nodes(loaded, spec)
-    gone = lk.parse_read(node_output(spec).replace(f"{SHA_A}  /etc/nccl.conf", "-  /etc/nccl.conf"), spec)
-    report = lk.diff(lock, {"gpu-01": base, "gpu-02": gone, "gpu-03": base})
+    gone = read.parse_read(node_output(spec).replace(f"{SHA_A}  /etc/nccl.conf", "-  /etc/nccl.conf"), spec)
+    report = compare.diff(lock, {"gpu-01": base, "gpu-02": gone, "gpu-03": base})
     d = next(d for d in report.items if d.kind == "lock")
     assert (d.key, d.expected, d.found) == ("file /etc/nccl.conf", SHA_A, None)
     assert "found absent" in d.message()
@@ -242,7 +245,7 @@ def test_deleted_config_file(loaded, spec):
 
 def test_missing_and_unlocked_nodes(loaded, spec):
     lock, base = three_nodes(loaded, spec)
-    report = lk.diff(lock, {"gpu-01": base, "gpu-02": base, "gpu-04": base},
+    report = compare.diff(lock, {"gpu-01": base, "gpu-02": base, "gpu-04": base},
                      errors={"gpu-03": "unreachable: Connection refused"},
                      nodes=["gpu-01", "gpu-02", "gpu-03", "gpu-04"])
     kinds = {(d.node, d.kind) for d in report.items}
@@ -252,17 +255,17 @@ def test_missing_and_unlocked_nodes(loaded, spec):
 
 
 def test_two_nodes_disagree_without_majority(loaded, spec):
-    a = lk.parse_read(node_output(spec), spec)
-    b = lk.parse_read(node_output(spec, hca_fw="2.0.0"), spec)
-    peers = lk.diff_peers({"gpu-01": a, "gpu-02": b})
+    a = read.parse_read(node_output(spec), spec)
+    b = read.parse_read(node_output(spec, hca_fw="2.0.0"), spec)
+    peers = compare.diff_peers({"gpu-01": a, "gpu-02": b})
     assert {d.node for d in peers} == {"gpu-01", "gpu-02"}
     assert all(d.key == "firmware hca/rxe0" and d.note.startswith("no majority") for d in peers)
 
 
 def test_vbios_differs_from_peers(loaded, spec):
-    a = lk.parse_read(node_output(spec), spec)
-    b = lk.parse_read(node_output(spec, vbios="96.00.74.00.11"), spec)
-    peers = lk.diff_peers({"gpu-01": a, "gpu-02": a, "gpu-03": b})
+    a = read.parse_read(node_output(spec), spec)
+    b = read.parse_read(node_output(spec, vbios="96.00.74.00.11"), spec)
+    peers = compare.diff_peers({"gpu-01": a, "gpu-02": a, "gpu-03": b})
     assert {(d.node, d.key) for d in peers} == {("gpu-03", "firmware vbios/0"), ("gpu-03", "firmware vbios/1")}
 
 
@@ -270,42 +273,42 @@ def test_vbios_differs_from_peers(loaded, spec):
 
 
 def test_pin_from_lock_replaces_component_versions(spec):
-    entry = lk.parse_read(node_output(spec, bump={"libnccl2": "2.27.3-1+cuda13.0", "cuda-toolkit-13-0": "13.0.1-1"}),
+    entry = read.parse_read(node_output(spec, bump={"libnccl2": "2.27.3-1+cuda13.0", "cuda-toolkit-13-0": "13.0.1-1"}),
                           spec)
-    pinned = lk.pin_from_lock(spec, entry)
+    pinned = pins.pin_from_lock(spec, entry)
     assert pinned.components["nccl"].packages[0].pin == "libnccl2=2.27.3-1+cuda13.0"
     assert pinned.pins("cuda") == ["cuda-toolkit-13-0=13.0.1-1"]
     # everything else unchanged, and the original spec untouched
     assert pinned.pins("driver") == spec.pins("driver")
     assert spec.pins("cuda") != pinned.pins("cuda")
-    changes = lk.pins_changed(spec, pinned)
+    changes = pins.pins_changed(spec, pinned)
     assert len(changes) == 2 and any("cuda-toolkit-13-0" in c and "13.0.1-1" in c for c in changes)
 
 
 def test_pin_from_lock_keeps_matrix_version_for_uninstalled(spec):
-    entry = lk.parse_read(node_output(spec, missing=("libnccl2",)), spec)
-    assert lk.pin_from_lock(spec, entry).pins("nccl") == spec.pins("nccl")
+    entry = read.parse_read(node_output(spec, missing=("libnccl2",)), spec)
+    assert pins.pin_from_lock(spec, entry).pins("nccl") == spec.pins("nccl")
 
 
 def test_pin_from_lock_rejects_wildcards(spec):
-    entry = lk.parse_read(node_output(spec, bump={"libnccl2": "2.*"}), spec)
+    entry = read.parse_read(node_output(spec, bump={"libnccl2": "2.*"}), spec)
     with pytest.raises(InputError, match="not an exact version"):
-        lk.pin_from_lock(spec, entry)
+        pins.pin_from_lock(spec, entry)
 
 
 def test_consensus_entry_takes_the_peers_majority(loaded, spec):
-    a = lk.parse_read(node_output(spec), spec)
-    b = lk.parse_read(node_output(spec, bump={"libnccl2": "2.0.0-1"}), spec)
+    a = read.parse_read(node_output(spec), spec)
+    b = read.parse_read(node_output(spec, bump={"libnccl2": "2.0.0-1"}), spec)
     lock = make_lock(loaded, {"gpu-01": a, "gpu-02": b})
     lock = lock.model_copy(update={"nodes": {"gpu-01": a, "gpu-02": a, "gpu-03": b}})
-    c = lk.consensus_entry(lock, exclude="gpu-01")
+    c = pins.consensus_entry(lock, exclude="gpu-01")
     # gpu-02 (a) and gpu-03 (b) tie: the first peer in lock order wins
     assert c.package_versions()["libnccl2"] == a.package_versions()["libnccl2"]
-    c3 = lk.consensus_entry(lock.model_copy(update={"nodes": {"gpu-01": b, "gpu-02": b, "gpu-03": a}}),
+    c3 = pins.consensus_entry(lock.model_copy(update={"nodes": {"gpu-01": b, "gpu-02": b, "gpu-03": a}}),
                             exclude="gpu-03")
     assert c3.package_versions()["libnccl2"] == "2.0.0-1"
     with pytest.raises(InputError):
-        lk.consensus_entry(lock.model_copy(update={"nodes": {"gpu-01": a}}), exclude="gpu-01")
+        pins.consensus_entry(lock.model_copy(update={"nodes": {"gpu-01": a}}), exclude="gpu-01")
 
 
 # --------------------------------------------------------------------------- CLI
@@ -321,12 +324,12 @@ def inv_copy(tmp_path, monkeypatch):
 
 def fake_reads(monkeypatch, outputs: dict[str, str], errors: dict[str, str] | None = None):
     def read_nodes(loaded, specs, record=None, timeout_s=0):
-        out = lk.ReadResult()
+        out = read.ReadResult()
         for s in specs:
             if s.node in (errors or {}):
                 out.errors[s.node] = errors[s.node]
             else:
-                out.nodes[s.node] = lk.parse_read(outputs[s.node], s, "t")
+                out.nodes[s.node] = read.parse_read(outputs[s.node], s, "t")
         return out
     monkeypatch.setattr("gpuctl.lock.read.read_nodes", read_nodes)  # what the lock and drift workflows call
 
@@ -379,5 +382,20 @@ def test_lock_package_is_split_by_part_and_workflow():
     assert {p.stem for p in pkg.glob("*.py")} >= {"model", "managed", "read", "compare", "pins", "locking",
                                                    "drifting", "rebuilding"}
     assert max(len(p.read_text().splitlines()) for p in pkg.glob("*.py")) <= 600
-    assert (lk.lock.__module__, lk.drift.__module__, lk.rebuild.__module__) == (
+    assert (locking.lock.__module__, drifting.drift.__module__, rebuilding.rebuild.__module__) == (
         "gpuctl.lock.locking", "gpuctl.lock.drifting", "gpuctl.lock.rebuilding")
+
+
+@pytest.mark.parametrize(("step", "module"), [("_verify", "gpuctl.checks.runner"), ("_bench", "gpuctl.bench.run")])
+def test_rebuild_never_skips_a_step_it_cannot_load(loaded, spec, monkeypatch, step, module):
+    """`gpuctl rebuild` asked to verify (or bench) a node whose verifier cannot even be imported
+    (a broken install) noted "not run" and reported the node ok: nothing validated passed. The
+    import error now stops the rebuild (issue 18: the "is not available" fallbacks)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, module, None)  # `import` of it raises ImportError
+    notes: list[str] = []
+    args = (loaded, spec, None) if step == "_verify" else (loaded, spec, [], "quick", None, notes)
+    with pytest.raises(ImportError):
+        getattr(rebuilding, step)(*args)
+    assert notes == []

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from gpuctl.checks.model import CheckFailure, Remediation
-from gpuctl.parsers.nvidia_smi import GpuInfo, NvidiaSmiResult, parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.model import GpuInfo, NvidiaSmiResult
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
 from gpuctl.verdicts import Status, judge_nvidia_smi
 from gpuctl.verdicts import judge_topo as judge_nvidia_topo
 from tests.unit.checks_support import fixture, inventory_spec, probe, role

@@ -80,7 +80,7 @@ def test_the_loaded_nvidia_module_version_is_read_one_way():
     from gpuctl.checks.probe import STATIC_FILES
     from gpuctl.facts.nvidia import NvidiaModule, parse_nvidia_module
     from gpuctl.knobs import CONFIRM_COMMANDS
-    from gpuctl.lock import parse_read, read_script
+    from gpuctl.lock.read import parse_read, read_script
     from gpuctl.parsers.kernel import NVIDIA_MODULE_VERSION_FILE, loaded_nvidia_version
     from gpuctl.paths import roles_dir
     from gpuctl.yamlsrc import load_yaml

@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 
 from gpuctl.errors import ParseError
-from gpuctl.parsers.nvidia_smi import (
+from gpuctl.parsers.nvidia_smi.model import (
     QUERY_GPU_FIELDS,
     DriverLibraryMismatch,
     DriverNotLoaded,
     GpuLost,
     NoDevicesFound,
     NvidiaSmiFailure,
-    parse_nvidia_smi_q,
-    parse_nvidia_smi_xml,
-    parse_query_gpu_csv,
 )
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_xml import parse_nvidia_smi_xml
+from gpuctl.parsers.nvidia_smi.query_gpu import parse_query_gpu_csv
 
 FIX = Path(__file__).parents[1] / "data" / "fixtures" / "nvidia_smi"
 

@@ -12,7 +12,7 @@ from gpuctl.analyze import analyze_text
 from gpuctl.catalog import load_sku
 from gpuctl.cli.main import main
 from gpuctl.parsers.dcgm import UNNAMED_TEST, parse_dcgmi_diag
-from gpuctl.parsers.nvidia_smi import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
 from gpuctl.verdicts import Status
 
 FIX = Path(__file__).parents[1] / "data" / "fixtures" / "issue19"

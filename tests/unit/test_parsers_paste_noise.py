@@ -14,7 +14,7 @@ from gpuctl.catalog import load_sku
 from gpuctl.errors import ParseError
 from gpuctl.parsers._common import drop_noise, noise_kind
 from gpuctl.parsers.ibstat import parse_ibstat
-from gpuctl.parsers.nvidia_smi import parse_query_gpu_csv
+from gpuctl.parsers.nvidia_smi.query_gpu import parse_query_gpu_csv
 from gpuctl.parsers.nvlink import parse_nvlink_status
 from gpuctl.verdicts import Status
 

@@ -166,7 +166,7 @@ def test_provision_verifies_the_roles_that_ran_on_its_own_specs(lab, monkeypatch
         seen.update(loaded=loaded, specs=specs, record=record, limit=limit, parallel=parallel, roles=roles)
         return VerifyResult({}, run_id="r1")
 
-    monkeypatch.setattr("gpuctl.checks.run_verify", fake_verify)
+    monkeypatch.setattr("gpuctl.checks.runner.run_verify", fake_verify)
     loaded, specs = lab
     roles = [RoleChoice("base", ""), RoleChoice("nvidia_driver", "--skip")]
     prepared = Prepared(loaded, specs, roles, RunOptions(), [])

@@ -19,14 +19,10 @@ from gpuctl.parsers.bandwidth import parse_bandwidth
 from gpuctl.parsers.dcgm import parse_dcgmi_diag
 from gpuctl.parsers.gdsio import parse_gdsio
 from gpuctl.parsers.nccl import parse_nccl_tests
-from gpuctl.parsers.nvidia_smi import (
-    QUERY_GPU_FIELDS,
-    DriverLibraryMismatch,
-    DriverNotLoaded,
-    parse_nvidia_smi_q,
-    parse_nvidia_smi_xml,
-    parse_query_gpu_csv,
-)
+from gpuctl.parsers.nvidia_smi.model import QUERY_GPU_FIELDS, DriverLibraryMismatch, DriverNotLoaded
+from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
+from gpuctl.parsers.nvidia_smi.q_xml import parse_nvidia_smi_xml
+from gpuctl.parsers.nvidia_smi.query_gpu import parse_query_gpu_csv
 from gpuctl.parsers.nvlink import parse_nvlink_status
 from gpuctl.parsers.topo import parse_topo_matrix
 from gpuctl.verdicts import judge_nccl

@@ -121,7 +121,7 @@ def test_inventory_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     ("nan", b"lock_version: .nan\n", ":1: lock_version"),
 ])
 def test_hostile_version_lock_files_exit_2(tmp_path: Path, name: str, raw: bytes, needle: str) -> None:
-    from gpuctl.lock import load_lock
+    from gpuctl.lock.model import load_lock
     path = tmp_path / ("deep.lock.yaml" if name == "latin1" else f"{name}.lock.yaml")
     path.write_bytes(raw)
     with pytest.raises(InputError) as exc:

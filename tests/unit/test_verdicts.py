@@ -9,7 +9,7 @@ import pytest
 from gpuctl.analyze import analyze_text
 from gpuctl.catalog import THRESHOLD_NAMES, Sku, Threshold, load_sku, sku_names
 from gpuctl.parsers.ibstat import parse_ibstat
-from gpuctl.parsers.nvidia_smi import parse_query_gpu_csv
+from gpuctl.parsers.nvidia_smi.query_gpu import parse_query_gpu_csv
 from gpuctl.parsers.topo import parse_topo_matrix
 from gpuctl.remediation import Remediation
 from gpuctl.verdicts import (

@@ -16,30 +16,6 @@ merely unreadable file; each carries a short `kind` string.
 Values nvidia-smi cannot report (``N/A``, ``[N/A]``, ``[Not Supported]``) become None.
 
 One module per form: `q_text` (-q), `q_xml` (-q -x), `query_gpu` (--query-gpu CSV); the data
-model and failures in `model`. This package re-exports their public names.
+model and failures in `model`, the value readers the three share in `values`. Import each name
+from the module it lives in; this package re-exports nothing.
 """
-
-from __future__ import annotations
-
-from gpuctl.parsers.nvidia_smi.model import (
-    CLOCK_EVENT_NAMES,
-    QUERY_GPU_FIELDS,
-    TOOL,
-    DriverLibraryMismatch,
-    DriverNotLoaded,
-    GpuInfo,
-    GpuLost,
-    NoDevicesFound,
-    NvidiaSmiFailure,
-    NvidiaSmiResult,
-    _check_failure,
-)
-from gpuctl.parsers.nvidia_smi.q_text import parse_nvidia_smi_q
-from gpuctl.parsers.nvidia_smi.q_xml import parse_nvidia_smi_xml
-from gpuctl.parsers.nvidia_smi.query_gpu import parse_query_gpu_csv
-
-__all__ = [
-    "CLOCK_EVENT_NAMES", "QUERY_GPU_FIELDS", "TOOL", "DriverLibraryMismatch", "DriverNotLoaded", "GpuInfo", "GpuLost",
-    "NoDevicesFound", "NvidiaSmiFailure", "NvidiaSmiResult", "_check_failure", "parse_nvidia_smi_q",
-    "parse_nvidia_smi_xml", "parse_query_gpu_csv",
-]

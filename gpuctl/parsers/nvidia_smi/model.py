@@ -1,5 +1,6 @@
 """nvidia-smi's data model, shared by its three forms: `GpuInfo` per GPU, `NvidiaSmiResult`, the
-typed `NvidiaSmiFailure`s (NVML could not talk to the driver) and the value helpers."""
+typed `NvidiaSmiFailure`s (NVML could not talk to the driver); the value readers the three forms
+share live in `values`."""
 
 from __future__ import annotations
 
@@ -147,56 +148,8 @@ class NvidiaSmiResult:
     partial: str | None = None
 
 
-_MISSING = {"", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "[Unknown Error]"}
-
-
-def _clean(value: str | None) -> str | None:
-    if value is None:
-        return None
-    value = value.strip()
-    return None if value in _MISSING else value
-
-
-def _percent(value: str | None, where: str) -> int | None:
-    """'0 %' (the -q and XML forms of a utilization)."""
-    value = _clean(value)
-    if value is None:
-        return None
-    m = re.match(r"^(\d+)\s*%?$", value)
-    if not m:
-        raise ParseError(f"{TOOL}: expected a percentage, got {value!r} for {where}")
-    return int(m.group(1))
-
-
-def _int(value: str | None, where: str) -> int | None:
-    value = _clean(value)
-    if value is None:
-        return None
-    # "81559 MiB", "16x", "5" ; the unit is what `nounits` would have removed
-    m = re.match(r"^(-?\d+)\s*(?:x|MiB|MB|bank\(s\))?$", value)
-    if not m:
-        raise ParseError(f"{TOOL}: expected a number, got {value!r} for {where}")
-    return int(m.group(1))
-
-
-def _bool(value: str | None, where: str) -> bool | None:
-    value = _clean(value)
-    if value is None:
-        return None
-    low = value.lower()
-    if low in ("enabled", "yes", "true", "active", "1"):
-        return True
-    if low in ("disabled", "no", "false", "not active", "0"):
-        return False
-    raise ParseError(f"{TOOL}: expected Enabled/Disabled or Yes/No, got {value!r} for {where}")
-
-
-def _sum(values: list[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def _check_failure(text: str) -> None:
+def check_failure(text: str) -> None:
+    """Raise the typed `NvidiaSmiFailure` when `text` is NVML's one-line failure instead of a report."""
     for pattern, exc in _FAILURES:
         if m := pattern.search(text):
             line = next((ln for ln in text.splitlines() if m.group(0) in ln), m.group(0))
@@ -210,12 +163,3 @@ CLOCK_EVENT_NAMES: dict[str, str] = {
     "hw_power_brake_slowdown": "HW Power Brake Slowdown", "sync_boost": "Sync Boost",
     "sw_thermal_slowdown": "SW Thermal Slowdown", "display_clocks_setting": "Display Clock Setting",
 }
-
-
-def _active(value: str | None, where: str) -> bool | None:
-    value = _clean(value)
-    if value is None:
-        return None
-    if value in ("Active", "Not Active"):
-        return value == "Active"
-    raise ParseError(f"{TOOL}: expected Active or Not Active, got {value!r} for {where}")

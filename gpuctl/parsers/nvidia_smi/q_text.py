@@ -7,18 +7,11 @@ from typing import Any
 
 from gpuctl.errors import ParseError
 from gpuctl.parsers._common import noise_lines, require_text
-from gpuctl.parsers.nvidia_smi.model import (
-    TOOL,
-    GpuInfo,
-    NvidiaSmiResult,
-    _active,
-    _bool,
-    _check_failure,
-    _clean,
-    _int,
-    _percent,
-    _sum,
-)
+from gpuctl.parsers.nvidia_smi.model import TOOL, GpuInfo, NvidiaSmiResult, check_failure
+from gpuctl.parsers.nvidia_smi.values import active, clean, flag, number, percent, total
+
+#: the command whose output this module reads
+COMMAND = "nvidia-smi -q"
 
 # ---------------------------------------------------------------- nvidia-smi -q (text)
 
@@ -76,8 +69,8 @@ def _q_clock_events(tree: Tree, where: str) -> tuple[tuple[str, bool], ...] | No
         return None
     out = []
     for name, value in sec.items():
-        if isinstance(value, str) and (active := _active(value, f"{where} {name}")) is not None:
-            out.append((name, active))
+        if isinstance(value, str) and (state := active(value, f"{where} {name}")) is not None:
+            out.append((name, state))
     return tuple(out)
 
 
@@ -88,14 +81,14 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
 
     def uncorrectable(sec: Tree) -> int | None:
         if "Double Bit" in sec:  # pre-Ampere layout: Single Bit / Double Bit → Total
-            return _int(_get(sec, "Double Bit", "Total"), where)
-        return _sum([_int(v, where) for k, v in sec.items() if "Uncorrectable" in k and isinstance(v, str)])
+            return number(_get(sec, "Double Bit", "Total"), where)
+        return total([number(v, where) for k, v in sec.items() if "Uncorrectable" in k and isinstance(v, str)])
 
     def correctable(sec: Tree, prefix: str = "") -> int | None:
         if "Single Bit" in sec:
-            return _int(_get(sec, "Single Bit", "Total"), where) if prefix in ("", "DRAM") else None
-        return _sum([
-            _int(v, where) for k, v in sec.items()
+            return number(_get(sec, "Single Bit", "Total"), where) if prefix in ("", "DRAM") else None
+        return total([
+            number(v, where) for k, v in sec.items()
             if k.endswith("Correctable") and "Uncorrectable" not in k and k.startswith(prefix)
             and isinstance(v, str)
         ])
@@ -106,45 +99,45 @@ def _q_gpu(index: int, bus: str, tree: Tree, driver: str | None) -> GpuInfo:
     fabric = _section(tree, "Fabric")
     return GpuInfo(
         index=index,
-        name=_clean(_get(tree, "Product Name")),
-        bus_id=_clean(_get(tree, "PCI", "Bus Id")) or bus or None,
-        uuid=_clean(_get(tree, "GPU UUID")),
-        serial=_clean(_get(tree, "Serial Number")),
+        name=clean(_get(tree, "Product Name")),
+        bus_id=clean(_get(tree, "PCI", "Bus Id")) or bus or None,
+        uuid=clean(_get(tree, "GPU UUID")),
+        serial=clean(_get(tree, "Serial Number")),
         driver_version=driver,
-        pcie_gen_current=_int(_get(link, "PCIe Generation", "Current"), where),
-        pcie_gen_max=_int(_get(link, "PCIe Generation", "Max"), where),
-        pcie_width_current=_int(_get(link, "Link Width", "Current"), where),
-        pcie_width_max=_int(_get(link, "Link Width", "Max"), where),
-        memory_total_mib=_int(_get(tree, "FB Memory Usage", "Total"), where),
-        persistence_mode=_bool(_get(tree, "Persistence Mode"), where),
-        ecc_mode=_bool(_get(tree, "ECC Mode", "Current") or _get(tree, "Ecc Mode", "Current"), where),  # 525.x
+        pcie_gen_current=number(_get(link, "PCIe Generation", "Current"), where),
+        pcie_gen_max=number(_get(link, "PCIe Generation", "Max"), where),
+        pcie_width_current=number(_get(link, "Link Width", "Current"), where),
+        pcie_width_max=number(_get(link, "Link Width", "Max"), where),
+        memory_total_mib=number(_get(tree, "FB Memory Usage", "Total"), where),
+        persistence_mode=flag(_get(tree, "Persistence Mode"), where),
+        ecc_mode=flag(_get(tree, "ECC Mode", "Current") or _get(tree, "Ecc Mode", "Current"), where),  # 525.x
         ecc_volatile_uncorrectable=uncorrectable(vol),
         ecc_aggregate_uncorrectable=uncorrectable(agg),
         ecc_aggregate_correctable=correctable(agg),
         ecc_dram_correctable=correctable(agg, "DRAM"),
         ecc_sram_correctable=correctable(agg, "SRAM"),
-        retired_sbe=_int(_get(tree, "Retired Pages", "Single Bit ECC"), where),
-        retired_dbe=_int(_get(tree, "Retired Pages", "Double Bit ECC"), where),
-        retired_pending=_bool(
+        retired_sbe=number(_get(tree, "Retired Pages", "Single Bit ECC"), where),
+        retired_dbe=number(_get(tree, "Retired Pages", "Double Bit ECC"), where),
+        retired_pending=flag(
             _get(tree, "Retired Pages", "Pending Page Blacklist") or _get(tree, "Retired Pages", "Pending"), where
         ),
-        remapped_correctable=_int(_get(remap, "Correctable Error"), where),
-        remapped_uncorrectable=_int(_get(remap, "Uncorrectable Error"), where),
-        remap_pending=_bool(_get(remap, "Pending"), where),
-        remap_failure=_bool(_get(remap, "Remapping Failure Occurred"), where),
-        ecc_sram_uncorrectable=_sum([_int(v, where) for k, v in agg.items()
+        remapped_correctable=number(_get(remap, "Correctable Error"), where),
+        remapped_uncorrectable=number(_get(remap, "Uncorrectable Error"), where),
+        remap_pending=flag(_get(remap, "Pending"), where),
+        remap_failure=flag(_get(remap, "Remapping Failure Occurred"), where),
+        ecc_sram_uncorrectable=total([number(v, where) for k, v in agg.items()
                                      if k.startswith("SRAM Uncorrectable") and isinstance(v, str)]),
-        sram_threshold_exceeded=_bool(_get(agg, "SRAM Threshold Exceeded"), where),
+        sram_threshold_exceeded=flag(_get(agg, "SRAM Threshold Exceeded"), where),
         clock_events=_q_clock_events(tree, where),
-        utilization_gpu_pct=_percent(_get(tree, "Utilization", "Gpu") or _get(tree, "Utilization", "GPU"),
+        utilization_gpu_pct=percent(_get(tree, "Utilization", "Gpu") or _get(tree, "Utilization", "GPU"),
                                      f"{where} utilization"),
-        vbios_version=_clean(_get(tree, "VBIOS Version")),
+        vbios_version=clean(_get(tree, "VBIOS Version")),
         fabric_section="Fabric" in tree,
-        fabric_state=_clean(_get(fabric, "State")),
-        fabric_status=_clean(_get(fabric, "Status")),
-        fabric_clique_id=_clean(_get(fabric, "CliqueId") or _get(fabric, "Clique ID")),
-        fabric_cluster_uuid=_clean(_get(fabric, "ClusterUUID") or _get(fabric, "Cluster UUID")),
-        fabric_health=_clean(_get(fabric, "Health", "Summary")),
+        fabric_state=clean(_get(fabric, "State")),
+        fabric_status=clean(_get(fabric, "Status")),
+        fabric_clique_id=clean(_get(fabric, "CliqueId") or _get(fabric, "Clique ID")),
+        fabric_cluster_uuid=clean(_get(fabric, "ClusterUUID") or _get(fabric, "Cluster UUID")),
+        fabric_health=clean(_get(fabric, "Health", "Summary")),
     )
 
 
@@ -182,7 +175,7 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
     `partial` (see below), refused only when it holds no GPU section."""
     raw = text
     text = require_text(text, TOOL)
-    _check_failure(text)
+    check_failure(text)
     top: dict[str, str] = {}
     blocks: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
@@ -201,11 +194,11 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
     # sections, an elision line) is read for what it shows and marked partial: a fault in
     # the part that is there is still reported.
     partial: list[str] = []
-    attached = _int(top.get("Attached GPUs"), "Attached GPUs")
+    attached = number(top.get("Attached GPUs"), "Attached GPUs")
     if attached is not None and attached != len(blocks):
         partial.append(f"'Attached GPUs : {attached}' but {len(blocks)} GPU section(s) (cut, or `nvidia-smi -q -i` "
                        "of some GPUs only)")
-    driver = _clean(top.get("Driver Version"))
+    driver = clean(top.get("Driver Version"))
     trees = [_q_tree(block) for _, block in blocks]
     if not blocks[0][0]:
         partial.append("a section without its 'GPU <bus id>' line (a grep of nvidia-smi -q): the GPU is not named")
@@ -215,5 +208,5 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiResult:
     if elided:
         partial.append(f"elided at line {', '.join(map(str, elided))}")
     gpus = [_q_gpu(i, bus, tree, driver) for i, ((bus, _), tree) in enumerate(zip(blocks, trees, strict=True))]
-    return NvidiaSmiResult("q", driver, _clean(top.get("CUDA Version")), tuple(gpus),
+    return NvidiaSmiResult("q", driver, clean(top.get("CUDA Version")), tuple(gpus),
                            partial="; ".join(partial) or None)

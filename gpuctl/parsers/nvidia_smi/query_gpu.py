@@ -11,45 +11,37 @@ from typing import Any
 
 from gpuctl.errors import ParseError
 from gpuctl.parsers._common import quote, require_text
-from gpuctl.parsers.nvidia_smi.model import (
-    QUERY_GPU_FIELDS,
-    TOOL,
-    GpuInfo,
-    NvidiaSmiResult,
-    _bool,
-    _check_failure,
-    _clean,
-    _int,
-)
+from gpuctl.parsers.nvidia_smi.model import QUERY_GPU_FIELDS, TOOL, GpuInfo, NvidiaSmiResult, check_failure
+from gpuctl.parsers.nvidia_smi.values import clean, flag, number
 
 # ---------------------------------------------------------------- --query-gpu CSV
 
 _CSV_MAP: dict[str, tuple[str, Callable[[str | None, str], Any]]] = {
-    "index": ("index", lambda v, w: _int(v, w)),
-    "name": ("name", lambda v, w: _clean(v)),
-    "pci.bus_id": ("bus_id", lambda v, w: _clean(v)),
-    "driver_version": ("driver_version", lambda v, w: _clean(v)),
-    "pcie.link.gen.current": ("pcie_gen_current", _int),
-    "pcie.link.gen.gpucurrent": ("pcie_gen_current", _int),
-    "pcie.link.gen.max": ("pcie_gen_max", _int),
-    "pcie.link.gen.gpumax": ("pcie_gen_max", _int),
-    "pcie.link.width.current": ("pcie_width_current", _int),
-    "pcie.link.width.max": ("pcie_width_max", _int),
-    "memory.total": ("memory_total_mib", _int),
-    "persistence_mode": ("persistence_mode", _bool),
-    "ecc.mode.current": ("ecc_mode", _bool),
-    "ecc.errors.uncorrected.volatile.total": ("ecc_volatile_uncorrectable", _int),
-    "ecc.errors.uncorrected.aggregate.total": ("ecc_aggregate_uncorrectable", _int),
-    "ecc.errors.corrected.aggregate.total": ("ecc_aggregate_correctable", _int),
-    "retired_pages.pending": ("retired_pending", _bool),
-    "retired_pages.single_bit_ecc.count": ("retired_sbe", _int),
-    "retired_pages.double_bit.count": ("retired_dbe", _int),
-    "remapped_rows.correctable": ("remapped_correctable", _int),
-    "remapped_rows.uncorrectable": ("remapped_uncorrectable", _int),
-    "remapped_rows.pending": ("remap_pending", _bool),
-    "remapped_rows.failure": ("remap_failure", _bool),
-    "serial": ("serial", lambda v, w: _clean(v)),
-    "uuid": ("uuid", lambda v, w: _clean(v)),
+    "index": ("index", lambda v, w: number(v, w)),
+    "name": ("name", lambda v, w: clean(v)),
+    "pci.bus_id": ("bus_id", lambda v, w: clean(v)),
+    "driver_version": ("driver_version", lambda v, w: clean(v)),
+    "pcie.link.gen.current": ("pcie_gen_current", number),
+    "pcie.link.gen.gpucurrent": ("pcie_gen_current", number),
+    "pcie.link.gen.max": ("pcie_gen_max", number),
+    "pcie.link.gen.gpumax": ("pcie_gen_max", number),
+    "pcie.link.width.current": ("pcie_width_current", number),
+    "pcie.link.width.max": ("pcie_width_max", number),
+    "memory.total": ("memory_total_mib", number),
+    "persistence_mode": ("persistence_mode", flag),
+    "ecc.mode.current": ("ecc_mode", flag),
+    "ecc.errors.uncorrected.volatile.total": ("ecc_volatile_uncorrectable", number),
+    "ecc.errors.uncorrected.aggregate.total": ("ecc_aggregate_uncorrectable", number),
+    "ecc.errors.corrected.aggregate.total": ("ecc_aggregate_correctable", number),
+    "retired_pages.pending": ("retired_pending", flag),
+    "retired_pages.single_bit_ecc.count": ("retired_sbe", number),
+    "retired_pages.double_bit.count": ("retired_dbe", number),
+    "remapped_rows.correctable": ("remapped_correctable", number),
+    "remapped_rows.uncorrectable": ("remapped_uncorrectable", number),
+    "remapped_rows.pending": ("remap_pending", flag),
+    "remapped_rows.failure": ("remap_failure", flag),
+    "serial": ("serial", lambda v, w: clean(v)),
+    "uuid": ("uuid", lambda v, w: clean(v)),
 }
 _GPU_FIELDS = {f.name for f in fields(GpuInfo)}
 # "memory.total [MiB]" in a header written without `nounits`
@@ -83,7 +75,7 @@ def parse_query_gpu_csv(text: str, query_fields: tuple[str, ...] = QUERY_GPU_FIE
     not read (memory.used, pstate, ...) are skipped and named in `notes`.
     """
     text = require_text(text, TOOL)
-    _check_failure(text)
+    check_failure(text)
     _csv_refuse_other_forms(text)
     reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
     records = [r for r in reader if r and any(c.strip() for c in r)]

@@ -69,7 +69,7 @@ def test_converged_cache_host_changes_nothing(fake):
     conf = first["gpu-01"].files[CONF]
     digest = hashlib.sha256(conf.encode()).hexdigest()
     run = fake.run(load_delivery_role("package_mirror").install, [spec], responses={
-        "dpkg-query -W": "apt-cacher-ng install ok installed",
+        "dpkg-query -W": "apt-cacher-ng\t3.7.4-1\tinstall ok installed",  # the shared listing (DPKG_QUERY)
         re.compile(r"for f in .*gpuctl\.conf"): f"{digest} 644 {CONF}",  # FileStates: sha256, mode, path
         "--property SubState": ["Id=apt-cacher-ng.service", "SubState=running"],
         "--property UnitFileState": ["Id=apt-cacher-ng.service", "UnitFileState=enabled"],
@@ -89,3 +89,26 @@ def test_no_upstream_proxy(fake):
     conf = h.files[CONF]
     assert "Proxy:" not in conf
     assert not any("Acquire::http::Proxy" in c for c in h.commands)
+
+
+def test_installed_packages_come_from_the_shared_dpkg_reader(fake):
+    """The role read its own inline `dpkg-query` (issue 18): it now takes the provisioning fact's
+    listing (`gpuctl.parsers.packages.DPKG_QUERY`, parsed by `parse_dpkg`), like every other role."""
+    from gpuctl.parsers.packages import DPKG_QUERY
+
+    h = fake.run(load_delivery_role("package_mirror").install, [cache_host_spec()])["gpu-01"]
+    assert h.status == "ok", h.error
+    assert any(DPKG_QUERY in c for c in h.commands)
+    assert not any("${Package} ${Status}" in c for c in h.commands)
+
+
+@pytest.mark.parametrize("knob", ["package_mirror_user_ports", "package_mirror_port", "package_mirror_expire_days"])
+def test_a_port_or_count_that_is_no_whole_number_is_refused_naming_its_field(fake, knob):
+    """A value that skipped validation (the injection walk's by-construction check) is refused with
+    its field named; it died in the role's bare int() with `ValueError: invalid literal`."""
+    spec = cache_host_spec()
+    bad = ["80", "80\nPWN"] if knob == "package_mirror_user_ports" else "3142\nPWN"
+    spec = spec.model_copy(update={"role_vars": {**spec.role_vars, knob: bad}})
+    h = fake.run(load_delivery_role("package_mirror").install, [spec])["gpu-01"]
+    assert h.status != "ok" and knob in h.error and "refusing" in h.error, h.error
+    assert "invalid literal" not in h.error and CONF not in h.files

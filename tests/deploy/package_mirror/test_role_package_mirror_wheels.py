@@ -33,7 +33,7 @@ def test_converged_wheelhouse_changes_nothing(fake):
     first = fake.run(load_delivery_role("package_mirror").install, [spec])["gpu-01"]
     conf, unit = (hashlib.sha256(first.files[p].encode()).hexdigest() for p in (CONF, UNIT))
     h = fake.run(load_delivery_role("package_mirror").install, [spec], responses={
-        "dpkg-query -W": "apt-cacher-ng install ok installed",
+        "dpkg-query -W": "apt-cacher-ng\t3.7.4-1\tinstall ok installed",  # the shared listing (DPKG_QUERY)
         re.compile(r"for f in .*gpuctl\.conf"): f"{conf} 644 {CONF}",  # FileStates: sha256, mode, path
         re.compile(r"for f in .*gpuctl-wheels\.service"): f"{unit} 644 {UNIT}",
         ": gpuctl-fact commands;": ["/var/cache/gpuctl-wheels/simple=/var/cache/gpuctl-wheels/simple",

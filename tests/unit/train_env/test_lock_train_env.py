@@ -4,8 +4,8 @@ from the lock and from its peers, naming the distribution and both versions."""
 
 from __future__ import annotations
 
-from gpuctl import lock as lk
 from gpuctl.inventory import load_inventory
+from gpuctl.lock import compare, model, read
 from gpuctl.paths import inventories_dir
 from gpuctl.spec import resolve
 
@@ -28,32 +28,32 @@ def output(bump: dict[str, str] | None = None, env: bool = True) -> str:
 
 
 def test_read_script_lists_the_environment_with_its_python():
-    script = lk.read_script(SPEC)
+    script = read.read_script(SPEC)
     assert "##gpuctl-lock train_env" in script
     assert "/opt/gpuctl/train-env/bin/python -c" in script and "importlib.metadata" in script
 
 
 def test_parse_read_records_the_distributions():
-    entry = lk.parse_read(output(), SPEC)
+    entry = read.parse_read(output(), SPEC)
     assert entry.train_env["torch"] == "2.8.0" and entry.train_env["nvidia-nccl-cu12"] == "2.27.3"
 
 
 def test_replaced_torch_drifts_from_the_lock_and_the_peers():
-    base = lk.parse_read(output(), SPEC)
-    lock = lk.build_lock(LOADED, {"gpu-01": base, "gpu-02": base, "gpu-03": base})
-    swapped = lk.parse_read(output(bump={"torch": "2.7.1"}), SPEC)
-    report = lk.diff(lock, {"gpu-01": base, "gpu-02": swapped, "gpu-03": base})
+    base = read.parse_read(output(), SPEC)
+    lock = model.build_lock(LOADED, {"gpu-01": base, "gpu-02": base, "gpu-03": base})
+    swapped = read.parse_read(output(bump={"torch": "2.7.1"}), SPEC)
+    report = compare.diff(lock, {"gpu-01": base, "gpu-02": swapped, "gpu-03": base})
     by_kind = {(d.kind, d.key): d for d in report.items}
     assert {d.node for d in report.items} == {"gpu-02"}
     d = by_kind[("lock", "train_env torch")]
     assert (d.expected, d.found) == ("2.8.0", "2.7.1")
     assert ("peers", "train_env torch") in by_kind
-    assert lk.diff(lock, {"gpu-01": base, "gpu-02": base, "gpu-03": base}).clean
+    assert compare.diff(lock, {"gpu-01": base, "gpu-02": base, "gpu-03": base}).clean
 
 
 def test_a_node_without_the_environment_drifts():
-    base = lk.parse_read(output(), SPEC)
-    lock = lk.build_lock(LOADED, {"gpu-01": base, "gpu-02": base})
-    gone = lk.parse_read(output(env=False), SPEC)
-    report = lk.diff(lock, {"gpu-01": base, "gpu-02": gone})
+    base = read.parse_read(output(), SPEC)
+    lock = model.build_lock(LOADED, {"gpu-01": base, "gpu-02": base})
+    gone = read.parse_read(output(env=False), SPEC)
+    report = compare.diff(lock, {"gpu-01": base, "gpu-02": gone})
     assert any(d.key == "train_env torch" and d.found is None and d.node == "gpu-02" for d in report.items)
