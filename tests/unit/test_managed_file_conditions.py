@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from gpuctl import components
-from gpuctl import lock as lk
 from gpuctl.components import ManagedFile
 from gpuctl.inventory import load_inventory
 from gpuctl.lock import managed
@@ -40,8 +39,8 @@ def test_the_lock_calls_the_components_own_condition(spec: NodeSpec, monkeypatch
 
     extra = ManagedFile("/etc/gpuctl-test.conf", when=on_containers, role="base")
     monkeypatch.setattr(managed, "declared_files", lambda: (*components.managed_files(), extra))
-    assert "/etc/gpuctl-test.conf" not in lk.managed_files(spec)
-    assert "/etc/gpuctl-test.conf" in lk.managed_files(spec.model_copy(update={"node_kind": "container"}))
+    assert "/etc/gpuctl-test.conf" not in managed.managed_files(spec)
+    assert "/etc/gpuctl-test.conf" in managed.managed_files(spec.model_copy(update={"node_kind": "container"}))
     assert len(asked) == 2
 
 
@@ -51,17 +50,17 @@ def test_each_components_files_follow_its_condition(spec: NodeSpec) -> None:
     dnf's by package manager; files without a condition everywhere."""
     bare = spec.model_copy(update={"fabric": spec.fabric.model_copy(update={"type": "none"}), "vlans": (),
                                    "raid": None})
-    files = lk.managed_files(bare)
+    files = managed.managed_files(bare)
     assert "/etc/nccl.conf" in files and "/etc/modprobe.d/*gpuctl*" in files  # no condition
     assert not any(f.startswith(("/etc/network/", "/etc/netplan/", "/etc/modules-load.d/")) for f in files)
     assert "/etc/mdadm/mdadm.conf" not in files
     vlans_only = bare.model_copy(update={"vlans": spec.vlans})
-    assert spec.vlans and "/etc/netplan/60-gpuctl.yaml" in lk.managed_files(vlans_only)
+    assert spec.vlans and "/etc/netplan/60-gpuctl.yaml" in managed.managed_files(vlans_only)
     assert spec.train_env is not None and spec.roles["train_env"]  # the lab turns the role off
-    runs = lk.managed_files(spec.model_copy(update={"roles": {**spec.roles, "train_env": ""}}))
+    runs = managed.managed_files(spec.model_copy(update={"roles": {**spec.roles, "train_env": ""}}))
     assert "/etc/profile.d/gpuctl-train-env.sh" in runs
-    assert "/etc/profile.d/gpuctl-train-env.sh" not in lk.managed_files(spec)
-    assert "/etc/profile.d/gpuctl-train-env.sh" not in lk.managed_files(
+    assert "/etc/profile.d/gpuctl-train-env.sh" not in managed.managed_files(spec)
+    assert "/etc/profile.d/gpuctl-train-env.sh" not in managed.managed_files(
         spec.model_copy(update={"roles": {**spec.roles, "train_env": ""}, "train_env": None}))
-    dnf = lk.managed_files(spec.model_copy(update={"package_manager": "dnf"}))
+    dnf = managed.managed_files(spec.model_copy(update={"package_manager": "dnf"}))
     assert "/etc/yum.repos.d/*gpuctl*" in dnf and "/etc/apt/sources.list.d/*gpuctl*" not in dnf
