@@ -9,7 +9,7 @@ import sys
 
 CODE = """
 import sys
-from gpuctl.checks import list_checks
+from gpuctl.checks.runner import list_checks
 from gpuctl.inventory import load_inventory
 from gpuctl.paths import inventories_dir
 from gpuctl.spec import resolve
