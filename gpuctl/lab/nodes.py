@@ -224,11 +224,12 @@ def _standin_repo() -> tuple[str, str]:
     return build.keyring_file, build.keyring_sha256
 
 
-def _push_profiles(state: LabState) -> None:
+def _push_profiles(state: LabState, timeout: float = 60) -> None:
     """Give every node its emulated hardware (profile, fault file, PCI view) — the lab's
     stand-in for the GPUs the guests lack; it persists across reboots."""
     with ThreadPoolExecutor(max_workers=len(state.nodes)) as pool:
-        list(pool.map(lambda n: push_profile(n.name, state.sku, n.index, state=state), state.nodes))
+        list(pool.map(lambda n: push_profile(n.name, state.sku, n.index, state=state, timeout=timeout),
+                      state.nodes))
 
 
 def _check_args(nodes: int, nvme: int, smp: int, memory_mb: int) -> None:
@@ -313,7 +314,9 @@ def up(
             state.keyring_file, state.keyring_sha256 = repo.result()
         for node, waited in zip(state.nodes, waits, strict=True):
             log.info("%s: SSH after %.1f s (port %d)", node.name, waited, node.ssh_port)
-        _push_profiles(state)
+        # a guest that has just answered SSH is still booting: under TCG on a loaded machine the
+        # profile step took over 60 s (3 nodes at load ~28, 2026-12-06), so it gets the boot's limit
+        _push_profiles(state, timeout=max(60.0, boot_timeout))
         log.info("lab: %d node(s) up, boot-to-SSH %.1f s, total %.1f s", len(state.nodes),
                  time.monotonic() - boot_start, time.monotonic() - started)
         write_lab_inventory(state, matrix=matrix)

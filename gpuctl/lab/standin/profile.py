@@ -134,11 +134,13 @@ def push_script(profile: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def push_profile(node: str, sku_name: str, index: int, *, state: Any = None) -> dict[str, Any]:
+def push_profile(node: str, sku_name: str, index: int, *, state: Any = None,
+                 timeout: float = 60) -> dict[str, Any]:
     """Write node `node`'s profile to ``/etc/gpuctl-lab/profile.json`` over SSH (lab-infra's
-    `ssh_run`), create an empty fault file, and return the profile. Call after boot."""
+    `ssh_run`), create an empty fault file, and return the profile. Call after boot; the
+    step may take `timeout` seconds (it runs Python on a guest that is still booting)."""
     profile = write_profile(node, sku_name, index)
     ssh_run(node, ["sh", "-c", push_script(profile)], state=state, check=True,
-            input=profile_json(profile), timeout=60)
+            input=profile_json(profile), timeout=timeout)
     log.info("%s: hardware profile %s (%d GPUs) installed", node, sku_name, profile["gpu"]["count"])
     return profile
