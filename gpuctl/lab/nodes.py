@@ -466,7 +466,7 @@ def replace_node(node: str, wait: bool = True, timeout: float = DEFAULT_BOOT_TIM
     save_state(lab)
     waited = start_node(node, wait=wait, timeout=timeout, state=lab)
     if wait:
-        push_profile(target.name, lab.sku, target.index, state=lab)
+        push_profile(target.name, lab.sku, target.index, state=lab, timeout=max(60.0, timeout))
     log.info("%s: replaced (fresh disk, blank NVMe)", node)
     return waited
 
