@@ -29,20 +29,25 @@ def judge_training(result: TrainingResult, sku: Sku | None = None, subject: Subj
     window = max(1, min(3, len(result.steps) // 2))  # first/last few steps, never overlapping
     start, end = result.loss_start(window), result.loss_end(window)
     finite = all(math.isfinite(s.loss) for s in result.steps)
+    agree_source = "DDP keeps replicas identical: every rank's parameter checksum must be equal"
+    if len(final.param_checksum_per_rank) < 2:  # one replica: nothing to compare, never a pass
+        agree = Verdict("train_ranks_agree", Status.NOT_APPLICABLE, subject, len(final.param_checksum_per_rank), None,
+                        "ranks", agree_source, Remediation.NONE,
+                        f"{subject.label()}: train_ranks_agree not judged: the run had "
+                        f"{len(final.param_checksum_per_rank)} rank, no replica to compare with")
+    else:
+        agree = judge_fact(
+            "train_ranks_agree", final.ranks_agree, value=len(set(final.param_checksum_per_rank)), expected=1,
+            unit="distinct checksums", subject=subject, source=agree_source, remediation=Remediation.VENDOR_RMA,
+            message=f"{len(set(final.param_checksum_per_rank))} distinct parameter checksums across "
+                    f"{len(final.param_checksum_per_rank)} ranks (silent data corruption?)")
     out = [judge_fact(
         "train_loss_falls", finite and len(result.steps) >= 2 and end <= start * TRAIN_LOSS_RATIO,
         value=round(end, 6) if finite else "non-finite", expected=round(start * TRAIN_LOSS_RATIO, 6),
         subject=subject, source=TRAIN_LOSS_SOURCE, remediation=Remediation.RERUN,
         message=(f"loss went from {start:.4g} to {end:.4g}, must fall to <= {start * TRAIN_LOSS_RATIO:.4g}"
                  if finite else "loss became NaN/inf"),
-    ), judge_fact(
-        "train_ranks_agree", final.ranks_agree, value=len(set(final.param_checksum_per_rank)), expected=1,
-        unit="distinct checksums", subject=subject,
-        source="DDP keeps replicas identical: every rank's parameter checksum must be equal",
-        remediation=Remediation.VENDOR_RMA,
-        message=f"{len(set(final.param_checksum_per_rank))} distinct parameter checksums across "
-                f"{len(final.param_checksum_per_rank)} ranks (silent data corruption?)",
-    )]
+    ), agree]
     limits = load_health().training
     floor = limits.mfu_min_flops_per_token if limits else None
     if sku is None:

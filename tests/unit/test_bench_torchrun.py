@@ -88,10 +88,11 @@ def test_one_launcher_per_node_rendezvous_on_the_first(ib_specs: list[NodeSpec])
         assert opt["--rdzv-conf"] == (f"join_timeout=180,read_timeout=60,is_host={int(spec is ib_specs[0])}")
         assert opt["--local-addr"] == suites.mpi_host(spec)
         assert argv[19] == f"/tmp/gpuctl-bench/RUN1/{spec.node}/train_smoke.py"
-        assert argv[20:] == ["--steps", "60", "--model", "gpt", "--step-timeout-s", "120", "--peak-tflops", "989"]
+        assert argv[20:] == ["--steps", "60", "--model", "gpt", "--size", "small", "--step-timeout-s", "120",
+                             "--peak-tflops", "989"]
     # the per-node run trains the same model with the same options (the scaling baseline)
     single = shlex.split(suites.training_script(ib_specs[1], SUITE, "RUN1", 989.0).splitlines()[-1])
-    assert single[-8:] == argvs[1][-8:]
+    assert single[-10:] == argvs[1][-10:]
 
 
 def test_cpu_ranks_per_node_and_the_llama_shape(lab_specs: list[NodeSpec]) -> None:
@@ -406,7 +407,7 @@ def test_real_one_rank_different_fails_ranks_agree(tmp_path: Path, monkeypatch: 
     python = _torch_python()
     assert python is not None
     proc = subprocess.run([python, str(ROOT / "gpuctl" / "bench" / "programs" / "train_smoke.py"), "--steps", "3",
-                           "--nproc", "2", "--device", "cpu"], capture_output=True, text=True, timeout=600,
+                           "--cpu-nproc", "2", "--device", "cpu"], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "GPUCTL_TRAIN_TEST_CORRUPT_LOCAL_RANK": "1"})
     final = parse_training_log(proc.stdout).final
     assert final is not None and not final.ranks_agree, proc.stderr[-2000:]
@@ -468,7 +469,7 @@ def test_real_llama_shape_learns_and_counts_its_flops() -> None:
     python = _torch_python()
     assert python is not None
     proc = subprocess.run([python, str(ROOT / "gpuctl" / "bench" / "programs" / "train_smoke.py"), "--steps", "30",
-                           "--nproc", "2", "--device", "cpu", "--model", "llama"],
+                           "--cpu-nproc", "2", "--device", "cpu", "--model", "llama"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = parse_training_log(proc.stdout)
