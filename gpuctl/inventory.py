@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpuctl.boundary import catalog_name_problem, is_host, length_problem, mount_problem
 from gpuctl.catalog import Figure, Sku, Threshold, load_sku
@@ -298,6 +298,42 @@ class PreflightSettings(_Strict):
     source: str | None = None
 
 
+class TrainingBenchSettings(_Strict):
+    """How big and how patient the bench's training run is (`gpuctl bench`, every suite that
+    trains: each node's own run and the run across nodes). Unset: the suite's figures. For a
+    cluster whose CPUs are slow or emulated (CPU nodes, QEMU without KVM) or whose jobs need
+    longer: the judging stays the same (the loss must fall, every rank must agree)."""
+
+    size: Literal["small", "tiny"] | None = Field(
+        default=None, description="the learning run's shape (train_smoke.py SIZES); tiny: ~240x fewer FLOPs per step")
+    model: Literal["gpt", "llama"] | None = None
+    steps: int | None = Field(default=None, ge=10, le=100_000, description="learning steps (the first 5 are warm-up)")
+    cpu_ranks_per_node: int | None = Field(
+        default=None, ge=1, le=256, description="ranks per node where torch has no GPU (gloo), in both runs")
+    timeout_s: int | None = Field(
+        default=None, ge=60, le=86_400, description="each node's own run, and each launcher of the run across nodes")
+    rdzv_timeout_s: int | None = Field(default=None, ge=10, le=86_400, description="c10d join timeout")
+    step_timeout_s: int | None = Field(
+        default=None, ge=10, le=86_400, description="the process group's timeout: a collective waiting longer fails")
+    source: str | None = Field(default=None, description="why these figures (e.g. which run measured them)")
+
+    @model_validator(mode="after")
+    def _bounds_nest(self) -> TrainingBenchSettings:
+        # a launcher stopped before its rendezvous or a collective could time out names no node
+        for inner in ("rdzv_timeout_s", "step_timeout_s"):
+            value = getattr(self, inner)
+            if value is not None and self.timeout_s is not None and value >= self.timeout_s:
+                raise ValueError(f"{inner} ({value}) must be below timeout_s ({self.timeout_s}): the run would be "
+                                 "stopped before its own timeout could name the node at fault")
+        return self
+
+
+class BenchSettings(_Strict):
+    """Per-cluster settings of `gpuctl bench`."""
+
+    training: TrainingBenchSettings = TrainingBenchSettings()
+
+
 class ThresholdOverride(Threshold):
     """A per-cluster threshold that replaces the SKU's; its source says why."""
 
@@ -316,6 +352,7 @@ class Inventory(_Strict):
     hardware: HardwareOverrides = HardwareOverrides()
     handover: Handover = Handover()
     preflight: PreflightSettings = PreflightSettings()
+    bench: BenchSettings = BenchSettings()
     role_vars: dict[str, _KnobValue | dict[str, _KnobValue]] = Field(
         default_factory=dict, description="overrides of roles/<role>/defaults.yaml knobs for this cluster")
     lab: dict[str, Any] | None = Field(default=None, description="written by `gpuctl lab up`")

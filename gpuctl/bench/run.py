@@ -93,7 +93,8 @@ class BenchRun:
     def __init__(self, loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite,
                  record: RunRecord, targets: dict[str, SshTarget] | None = None,
                  progress: Progress | None = None, train_env: str | None = None) -> None:
-        self.loaded, self.specs, self.suite, self.record = loaded, list(specs), suite, record
+        self.loaded, self.specs, self.record = loaded, list(specs), record
+        self.suite = suites.with_settings(suite, loaded.inventory.bench.training)  # the inventory's bench.training
         self.train_env = train_env  # None: each node's roles/train_env path (`train_env_path`)
         # the training program's scratch folder and rendezvous id: the run id (second-granular)
         # plus a random token, so two benches started in the same second on one machine (the
@@ -183,7 +184,8 @@ class BenchRun:
                 bucket.add([not_applicable(kinds.get(kind).check, extra or "", subject)], test, host, None)
                 continue
             self.progress(f"{host}: {test}")
-            res = remote.run(target, script, self.suite.timeout_s, stdin=extra)
+            limit = suites.training_timeout_s(self.suite) if kind == "training" else self.suite.timeout_s
+            res = remote.run(target, script, limit, stdin=extra)
             raw = self.keep(bucket, host, test, res)
             judged = self.judge_result(kind, res, sku, subject)
             bucket.add(judged.verdicts, test, host, raw, judged.skipped, judged.emulated)
@@ -338,9 +340,10 @@ class BenchRun:
         subject = Subject(node=f"{len(live)} nodes")
         head = live[0]
         endpoint = suites.rdzv_endpoint(head, self.suite.training_rdzv_port)
-        self.training = {"nodes": [s.node for s in live], "endpoint": endpoint, "head": head.node}
+        self.training = {"nodes": [s.node for s in live], "endpoint": endpoint, "head": head.node,
+                         "size": self.suite.training_size, "steps": self.suite.training_steps}
         probes = remote.run_parallel({s.node: (self.targets[s.node], suites.torch_probe_script(self.env_path(s)))
-                                      for s in live}, 120)
+                                      for s in live}, self.suite.training_probe_timeout_s)
         found: dict[str, TorchProbe] = {}
         problems: list[str] = []
         for node, res in probes.items():

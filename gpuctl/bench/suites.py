@@ -12,9 +12,10 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from gpuctl.inventory import TrainingBenchSettings
 from gpuctl.provenance import DEVICE_MARK
 from gpuctl.shellcmd import sh
 from gpuctl.spec import NodeSpec, train_env_default, train_env_knob
@@ -55,7 +56,11 @@ class Suite:
     # the training run across all nodes (torchrun, one launcher per node)
     training_multi_node: bool = True
     training_model: str = "gpt"  # the program's --model: "gpt" or "llama"
-    training_cpu_ranks_per_node: int = 1  # ranks per node where torch has no GPU (gloo)
+    training_size: str = "small"  # the program's --size: "small" or "tiny" (train_smoke.py SIZES)
+    training_cpu_ranks_per_node: int = 1  # ranks per node where torch has no GPU (gloo), across nodes
+    training_cpu_ranks_single: int = 2  # ranks of each node's own run where torch has no GPU
+    training_timeout_s: int | None = None  # each node's own run is stopped after this (None: timeout_s)
+    training_probe_timeout_s: int = 120  # the probe of each node's PyTorch (it imports torch) before the run
     training_rdzv_timeout_s: int = 180  # c10d join timeout: every launcher must have joined by then
     training_step_timeout_s: int = 120  # the process group's timeout: a collective waiting longer fails
     training_launch_timeout_s: int = 900  # each launcher is killed after this (rendezvous + steps + margin)
@@ -91,6 +96,27 @@ SUITES: dict[str, Suite] = {
         training_multi_node=False, localise="always",
     ),
 }
+
+
+def with_settings(suite: Suite, settings: TrainingBenchSettings) -> Suite:
+    """`suite` with the inventory's `bench.training` figures in place of its own (each one
+    unset keeps the suite's); `cpu_ranks_per_node` sets both runs' CPU rank counts and
+    `timeout_s` each node's own run, each launcher of the run across nodes and the probe of
+    each node's PyTorch before it (that imports torch too)."""
+    given = {
+        "training_size": settings.size, "training_model": settings.model, "training_steps": settings.steps,
+        "training_cpu_ranks_per_node": settings.cpu_ranks_per_node,
+        "training_cpu_ranks_single": settings.cpu_ranks_per_node,
+        "training_timeout_s": settings.timeout_s, "training_launch_timeout_s": settings.timeout_s,
+        "training_probe_timeout_s": settings.timeout_s,
+        "training_rdzv_timeout_s": settings.rdzv_timeout_s, "training_step_timeout_s": settings.step_timeout_s,
+    }
+    return replace(suite, **{k: v for k, v in given.items() if v is not None})
+
+
+def training_timeout_s(suite: Suite) -> int:
+    """How long each node's own training run may take."""
+    return suite.training_timeout_s if suite.training_timeout_s is not None else suite.timeout_s
 
 
 def preamble() -> str:
@@ -363,7 +389,7 @@ def python_select(train_env: str) -> str:
 def program_args(suite: Suite, peak_tflops: float) -> list[str]:
     """The training program's options, the same for the per-node and the multi-node run
     (so that the multi-node tokens/s compares with the per-node ones)."""
-    return ["--steps", str(suite.training_steps), "--model", suite.training_model,
+    return ["--steps", str(suite.training_steps), "--model", suite.training_model, "--size", suite.training_size,
             "--step-timeout-s", str(suite.training_step_timeout_s), "--peak-tflops", f"{peak_tflops:g}"]
 
 
@@ -382,7 +408,8 @@ def training_script(spec: NodeSpec, suite: Suite, run_id: str, peak_tflops: floa
     train_env = train_env or str(train_env_knob(spec, "train_env_path"))
     folder = training_folder(spec, run_id)
     program = f"{folder}/train_smoke.py"
-    argv = [program, "--nproc", str(spec.hardware.gpu_count), *program_args(suite, peak_tflops)]
+    argv = [program, "--nproc", str(spec.hardware.gpu_count), "--cpu-nproc", str(suite.training_cpu_ranks_single),
+            *program_args(suite, peak_tflops)]
     return (preamble() + python_select(train_env) + f"mkdir -p {sh(folder)}\ncat > {sh(program)}\n"
             + '"$gpuctl_py" ' + sh(*argv) + "\n")
 

@@ -39,7 +39,8 @@ def lab_group() -> None:
               help="Seconds to wait for SSH on each node.")
 @click.option("--train-env", "train_env", is_flag=True,
               help="Enable the training environment's CPU build in the inventory (train_env_build: cpu) and fill "
-                   "the lab mirror's wheelhouse from the lab's stand-in of PyTorch's CPU index (~200 MB once).")
+                   "the lab mirror's wheelhouse from the lab's stand-in of PyTorch's CPU index (~200 MB once); on "
+                   "QEMU nodes also size the bench's training run for emulation (bench.training: tiny).")
 @json_option
 @handle_errors
 def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: int, memory_mb: int,
@@ -55,7 +56,7 @@ def up_cmd(kind: str, nodes: int, sku: str, nvme: int, nvme_size_gb: int, smp: i
     state = up(nodes, sku, nvme, nvme_size_gb=nvme_size_gb, smp=smp, memory_mb=memory_mb, cpu=cpu,
                matrix=matrix, inventory_path=inventory_path, boot_timeout=boot_timeout)
     wheels = _train_env(Path(state.inventory_path), Path(state.repo_dir), f"http://127.0.0.1:{state.repo_port}/",
-                        as_json) if train_env else None
+                        as_json, emulated=True) if train_env else None
     if as_json:
         emit_json({"inventory": state.inventory_path, "nodes": {
             n.name: {"ssh_port": n.ssh_port, "pid": n.process.pid if n.process else None}
@@ -75,12 +76,13 @@ def _print_inventory(path: str) -> None:
     out.print(f"next: gpuctl provision {path} --yes", markup=False)
 
 
-def _train_env(inventory: Path, repo: Path, repo_url_here: str, as_json: bool) -> dict:
-    """`--train-env`: the inventory switched to the CPU build, the mirror's wheelhouse filled
-    (gpuctl.lab.trainenv); on failure the lab stays up and the error says so."""
+def _train_env(inventory: Path, repo: Path, repo_url_here: str, as_json: bool, emulated: bool = False) -> dict:
+    """`--train-env`: the inventory switched to the CPU build (on `emulated` QEMU nodes with the
+    bench's training run sized for them), the mirror's wheelhouse filled (gpuctl.lab.trainenv);
+    on failure the lab stays up and the error says so."""
     from gpuctl.lab import trainenv
 
-    trainenv.enable_in_inventory(inventory)
+    trainenv.enable_in_inventory(inventory, emulated=emulated)
     try:
         res = trainenv.prepare(inventory, repo, repo_url_here)
     except (ExecutionError, OSError) as exc:

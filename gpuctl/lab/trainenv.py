@@ -38,6 +38,14 @@ STANDIN_PATH = "standin/download.pytorch.org/whl/cpu"
 MIRROR_WHEELS_PATH = "gpuctl/wheels"
 #: the role_vars `gpuctl lab up --train-env` writes into the lab inventory
 ROLE_VARS = {"train_env_enabled": True, "train_env_build": "cpu"}
+#: the inventory's `bench.training` on QEMU nodes (always TCG here: every instruction emulated):
+#: the tiny learning run, one gloo rank per node, and room for `import torch` under emulation
+#: in the probe, each launcher and the worker it starts
+EMULATED_TRAINING: dict[str, object] = {
+    "size": "tiny", "cpu_ranks_per_node": 1, "timeout_s": 1800, "rdzv_timeout_s": 900, "step_timeout_s": 900,
+    "source": "gpuctl lab up --train-env (QEMU, TCG): the small run (2 ranks, 40 steps) did not finish in "
+              "606 s on one node (2026-12-05); the tiny run does ~240x fewer FLOPs per step",
+}
 
 
 def torch_wheels_dir() -> Path:
@@ -100,9 +108,10 @@ def prepare(inventory: Path, repo: Path, repo_url_here: str) -> dict[str, Any]:
                                            **filled.as_dict()}}
 
 
-def enable_in_inventory(inventory: Path) -> None:
+def enable_in_inventory(inventory: Path, emulated: bool = False) -> None:
     """Switch a lab inventory `gpuctl lab up` wrote to the CPU build of the training environment
-    (role_vars `ROLE_VARS`); its leading comment lines are kept."""
+    (role_vars `ROLE_VARS`) and, for emulated (QEMU) nodes, size the bench's training run for
+    them (`bench.training`: `EMULATED_TRAINING`); its leading comment lines are kept."""
     loaded, _, text = load_yaml_text(inventory, what="lab inventory")
     lead = []
     for line in text.splitlines():
@@ -114,4 +123,7 @@ def enable_in_inventory(inventory: Path) -> None:
     data.setdefault("role_vars", {}).update(ROLE_VARS)
     note = ("# gpuctl lab up --train-env: the CPU build of the training environment, its wheels from the lab "
             "mirror's wheelhouse\n")
+    if emulated:
+        data.setdefault("bench", {}).setdefault("training", {}).update(EMULATED_TRAINING)
+        note += "# and, on emulated (QEMU) nodes, the bench's training run sized for them (bench.training)\n"
     inventory.write_text(header + note + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110))

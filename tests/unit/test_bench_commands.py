@@ -147,7 +147,8 @@ def test_training_script_quotes_and_sends_the_program(lab_specs: list[NodeSpec])
     script = suites.training_script(lab_specs[0], suites.SUITES["quick"], "RUN1", 989.0)
     argv = shlex.split(script.strip().splitlines()[-1])
     assert argv == ["$gpuctl_py", f"/tmp/gpuctl-bench/RUN1/{lab_specs[0].node}/train_smoke.py", "--nproc", "8",
-                    "--steps", "40", "--model", "gpt", "--step-timeout-s", "120", "--peak-tflops", "989"]
+                    "--cpu-nproc", "2", "--steps", "40", "--model", "gpt", "--size", "small", "--step-timeout-s", "120",
+                    "--peak-tflops", "989"]
     # the training environment's python when it is there, else python3 (issue 16: roles/train_env)
     assert "gpuctl_py=python3\nif [ -x /opt/gpuctl/train-env/bin/python ]; then " \
            "gpuctl_py=/opt/gpuctl/train-env/bin/python; fi\n" in script

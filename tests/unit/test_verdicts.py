@@ -295,13 +295,16 @@ def test_training_verdicts() -> None:
 def test_training_mfu_of_a_model_too_small_to_load_the_gpu_is_not_judged() -> None:
     """The real H200 quick run before the throughput phase: a 2-layer d_model 128 model reached
     0.00076 MFU on a healthy GPU and failed the SKU's 0.15 floor. Its MFU says nothing about the
-    node: not applicable, naming the FLOPs per token; learning and replica checks still judged."""
+    node: not applicable, naming the FLOPs per token; learning still judged. It ran on one GPU:
+    one replica, so ranks-agree has nothing to compare (not applicable, never a pass)."""
     real = text("training/h200-quick-tiny-model-real.jsonl")
     a = analyze_text("training", real, load_sku("single-h200"))
     got = {v.check: v for v in a.verdicts}
     assert got["train_mfu_fraction"].status is Status.NOT_APPLICABLE
     assert "2.6e+06 training FLOPs per token" in got["train_mfu_fraction"].message
-    assert got["train_loss_falls"].status is Status.PASS and got["train_ranks_agree"].status is Status.PASS
+    assert got["train_loss_falls"].status is Status.PASS
+    assert got["train_ranks_agree"].status is Status.NOT_APPLICABLE
+    assert "1 rank, no replica to compare with" in got["train_ranks_agree"].message
     assert a.status is Status.PASS
     # the same run with the throughput phase's GPT-small figures is judged, and a slow one fails
     phase = ('"model_flops_per_token": 622854144.0, "tokens_per_s": 40000.0, "mfu_model": '
