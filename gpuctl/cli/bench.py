@@ -61,11 +61,14 @@ def bench(inventory: str, suite: str, limit: tuple[str, ...], as_json: bool) -> 
     status = str(stage.status)
     record.finish(status)
     if as_json:
-        emit_json({"run_id": stage.run_id, "suite": stage.suite, "status": status,
-                   "hosts": {h: {"status": str(b.status), "results": [r.dump() for r in b.results]}
-                             for h, b in stage.hosts.items()},
-                   "cluster": {"status": str(stage.cluster.status),
-                               "results": [r.dump() for r in stage.cluster.results]}})
+        out = {"run_id": stage.run_id, "suite": stage.suite, "status": status,
+               "hosts": {h: {"status": str(b.status), "results": [r.dump() for r in b.results]}
+                         for h, b in stage.hosts.items()},
+               "cluster": {"status": str(stage.cluster.status),
+                           "results": [r.dump() for r in stage.cluster.results]}}
+        if stage.localisation.ran:  # the named node/link, HCA, interface and rounds
+            out["localisation"] = stage.localisation.dump()
+        emit_json(out)
     else:
         _print(stage)
     raise SystemExit(int(exit_code(status)))

@@ -74,3 +74,36 @@ def test_bench_rows_judge_each_nodes_figures_against_its_own_thresholds() -> Non
     data["hosts"]["gpu-02"]["thresholds"] = {**data["thresholds"], "all_reduce_busbw_gb_s": own}
     got = {r.subject: r.threshold for r in rows(data) if r.check == "all_reduce_busbw_gb_s"}
     assert got["gpu-01"].startswith("≥ 460 GB/s") and got["gpu-02"] == "≥ 300 GB/s (warn below 320)"
+
+
+def test_json_carries_the_fault_finding_when_it_ran(dead_inventory: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gpuctl bench --json` is what a scheduler or CI reads: the fault finding's named node,
+    HCA and rounds must be there, not only in the run record (the 3-node lab test read
+    `localisation` from --json and found no such key, 2026-12-06)."""
+    from gpuctl.cli import bench as bench_cli
+
+    found = {"nodes": ["gpu-01", "gpu-02"], "trigger": "always", "rounds": 4, "bound": 4,
+             "findings": [{"kind": "node", "nodes": ["gpu-02"], "message": "gpu-02 is slow", "evidence": [0],
+                           "hcas": ["rxe0"], "interfaces": ["eth1"]}],
+             "steps": [{"round": 1, "stage": "loopback"}]}
+
+    def fake_run_bench(loaded, specs, suite, record, progress=None, localisation=found):
+        out = {"run_id": record.id, "suite": suite.name, "status": "fail", "hosts": {},
+               "cluster": {"status": "fail", "results": []}}
+        if localisation:
+            out["localisation"] = localisation
+        return out
+
+    monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(bench_cli, "run_bench", fake_run_bench)
+    r = CliRunner().invoke(main, ["bench", str(dead_inventory), "--suite", "localise", "--json"])
+    assert r.exit_code == 1, r.output
+    loc = json.loads(r.output)["localisation"]
+    assert loc["rounds"] == 4 and loc["findings"][0]["nodes"] == ["gpu-02"]
+    assert loc["findings"][0]["hcas"] == ["rxe0"] and loc["findings"][0]["interfaces"] == ["eth1"]
+
+    monkeypatch.setattr(bench_cli, "run_bench",
+                        lambda *a, **k: fake_run_bench(*a, **{**k, "localisation": {}}))
+    r = CliRunner().invoke(main, ["bench", str(dead_inventory), "--json"])
+    assert "localisation" not in json.loads(r.output)  # it did not run: no empty section
