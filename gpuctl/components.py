@@ -341,12 +341,15 @@ def knob_value(key: str, role_vars: Mapping[str, Any]) -> Any:
     (`gpuctl.operations.role_knobs`)."""
     owner = knob_owner(key)
     default = defaults(owner).get(key) if owner else None
-    if key not in role_vars:
-        return default
-    value = role_vars[key]
-    if isinstance(default, dict) and isinstance(value, dict):
-        return {**default, **value}
-    return value
+    return merge_override(default, role_vars[key]) if key in role_vars else default
+
+
+def merge_override(default: Any, override: Any) -> Any:
+    """The one rule for a knob's override: a map (per OS, per filesystem) changes only the
+    entries it names; any other value replaces the default."""
+    if isinstance(default, dict) and isinstance(override, dict):
+        return {**default, **override}
+    return override
 
 
 def resolve_reasons(when: When) -> dict[str, str]:

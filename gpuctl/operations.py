@@ -33,7 +33,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 from pyinfra.api.operation import OperationMeta
 
 from gpuctl.boundary import control_character
-from gpuctl.components import defaults, spec_knobs
+from gpuctl.components import defaults, merge_override, spec_knobs
 from gpuctl.deploy_context import node_spec, run_options
 from gpuctl.errors import InputError
 from gpuctl.knobs import knob_problems
@@ -522,9 +522,7 @@ def role_knobs(role: str) -> dict[str, object]:
                 raise InputError(f"{where}: {message} (from host data or --extra; refused)")
         if override is None:
             override = node_spec().role_vars.get(key)
-        if isinstance(value, dict) and isinstance(override, dict):
-            override = {**value, **override}  # a map override names only the entries it changes
-        out[key] = value if override is None else override
+        out[key] = value if override is None else merge_override(value, override)
     return out
 
 
