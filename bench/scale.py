@@ -31,6 +31,7 @@ Exit status: 0 when every bound holds, 1 when one does not, 2 on bad arguments.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import logging
 import os
@@ -405,10 +406,15 @@ def main(argv: list[str] | None = None) -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if args.repeat < 1:
         parser.error("--repeat: at least 1")
+    # Like against like: plain pyinfra runs from site-packages with its bytecode compiled
+    # at install; the tree measured here is byte-compiled first, as an installed gpuctl
+    # would be (with PYTHONDONTWRITEBYTECODE set, each command compiled ~130 modules).
+    compiled = compileall.compile_dir(str(REPO / "gpuctl"), quiet=1, workers=0) and all(
+        compileall.compile_dir(str(REPO / d), quiet=1, workers=0) for d in ("roles", "deploy"))
     report = measure_sizes(sizes, args.roles, args.out, args.keep_up, args.repeat)
     report.command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     report.machine = {"cpus": os.cpu_count(), "load_after": os.getloadavg(), "nofile_limit_of_bench": [soft, hard],
-                      "kernel": os.uname().release, "started_from": str(REPO)}
+                      "kernel": os.uname().release, "started_from": str(REPO), "bytecode_compiled": bool(compiled)}
     report.bounds = check_bounds(report)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     md = render_markdown(report)

@@ -49,10 +49,10 @@ def print_result(result: VerifyResult) -> None:
     out = console()
     table = Table("host", "status", "pass", "fail", "could not run", "skipped")
     for name, h in sorted(result.hosts.items()):
-        d = h.as_dict()
-        st = d["status"]
-        table.add_row(name, styled((st, _STYLE.get(st, ""))), str(d["counts"]["pass"]), str(d["counts"]["fail"]),
-                      str(d["counts"]["error"]), str(d["counts"]["skip"]))
+        # status and counts only: the host's full dict (every check) is the run record's
+        st = h.status.value
+        table.add_row(name, styled((st, _STYLE.get(st, ""))), *(str(h.count(s)) for s in (
+            CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.ERROR, CheckStatus.SKIP)))
     out.print(table)
     failed = [(n, c) for n, h in sorted(result.hosts.items()) for c in h.failed]
     if failed:
