@@ -28,7 +28,9 @@ def test_sysctl(host, spec, probe, item):
 @for_each(lambda spec: list(spec.blacklisted_modules))
 def test_module_blacklisted(host, spec, probe, item):
     """Blacklisted in /etc/modprobe.d and not loaded now."""
-    named = parse_modprobe_blacklist(probe.files_under("/etc/modprobe.d/"))
+    # parsed once per host, not once per module checked
+    named = probe.parsed("modprobe.d blacklist",
+                         lambda: parse_modprobe_blacklist(probe.files_under("/etc/modprobe.d/")))
     expect(item in named, f"{item} is not blacklisted in /etc/modprobe.d", expected=f"blacklist {item}",
            found="no 'blacklist' line", remediation=Remediation.RECONFIGURE)
     if spec.node_kind == "container":

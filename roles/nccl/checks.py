@@ -26,7 +26,7 @@ def _conf(probe):
     if text is None:
         fail(f"{path} is missing", expected=f"{path} present", found="missing",
              remediation=Remediation.RECONFIGURE)
-    return parse_key_values(text)
+    return probe.parsed(f"key=value {path}", lambda: parse_key_values(text))  # once per host, not per key
 
 
 @for_each(lambda spec: list(spec.nccl_conf))

@@ -20,7 +20,7 @@ from gpuctl.checks import plugin
 from gpuctl.checks.model import CheckStatus
 from gpuctl.checks.runner import run_verify
 from gpuctl.inventory import load_inventory
-from tests.unit.checks_support import inventory_spec
+from tests.unit.checks_support import bundle, inventory_spec, probe, role
 
 LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 
@@ -47,3 +47,24 @@ def test_at_most_three_request_definitions_per_item(monkeypatch: pytest.MonkeyPa
     items = result.hosts["gpu-01"].count(CheckStatus.ERROR)
     assert items > 50
     assert len(made) <= 3 * items, f"{len(made)} request definitions for {items} items"
+
+
+def test_a_file_read_by_many_items_is_parsed_once_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nccl.conf (one item per key) and /etc/modprobe.d (one item per module): each was
+    parsed again for every item."""
+    spec = inventory_spec("lab", 0)
+    conf = "".join(f"{k}={v}\n" for k, v in spec.nccl_conf.items())
+    files = {"/etc/nccl.conf": conf, "/etc/modprobe.d/gpuctl-blacklist.conf": "blacklist nouveau\nblacklist rxe_x\n",
+             "/proc/modules": "nvidia 54308864 0 - Live 0x0000000000000000 (POE)\n"}
+    p = probe(spec, {"/proc/modules": bundle(files)})
+    nccl, base = role("nccl"), role("base")
+    calls: list[str] = []
+    for module, name in ((nccl, "parse_key_values"), (base, "parse_modprobe_blacklist")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _n=name: calls.append(_n) or _real(*a))
+    assert len(spec.nccl_conf) > 1
+    for key in spec.nccl_conf:
+        nccl.test_nccl_conf(None, spec, p, key)
+    for module in ("nouveau", "rxe_x"):
+        base.test_module_blacklisted(None, spec, p, module)
+    assert calls.count("parse_key_values") == 1 and calls.count("parse_modprobe_blacklist") == 1
