@@ -15,7 +15,6 @@ from typing import Any
 
 from rich.console import Console
 
-from gpuctl import results
 from gpuctl.bench import suites
 from gpuctl.bundle import make_bundle
 from gpuctl.handover import handover
@@ -80,7 +79,7 @@ def bench_stage(ctx: TurnkeyContext) -> StageOutcome:
     from gpuctl.bench.run import run_bench
 
     suite = suites.SUITES[str(ctx.options.get("suite", "acceptance"))]
-    result = results.bench_stage(run_bench(ctx.loaded, ctx.specs, suite, ctx.record))  # the typed result
+    result = run_bench(ctx.loaded, ctx.specs, suite, ctx.record)  # the typed result
     status = "fail" if result.status is None else result.status.value
     failed = [f"{r.host or 'cluster'}: {r.message}" for b in [*result.hosts.values(), result.cluster]
               for r in b.results if r.status in (Status.FAIL, Status.ERROR)]

@@ -41,7 +41,7 @@ from gpuctl.parsers.training import (
     parse_training_log,
 )
 from gpuctl.remediation import Remediation
-from gpuctl.results import bench_stage
+from gpuctl.results import BenchStage, bench_stage
 from gpuctl.runcontext import inventory_summary, matrix_summary, thresholds_summary
 from gpuctl.runrecord import RunRecord, now_iso
 from gpuctl.spec import NodeSpec, train_env_knob
@@ -542,8 +542,9 @@ def training_summary(result: TrainingResult, node0: str, single: dict[str, Train
 
 def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.Suite, record: RunRecord,
               targets: dict[str, SshTarget] | None = None, progress: Progress | None = None,
-              train_env: str | None = None) -> dict[str, Any]:
-    """Run `suite` on `specs`, write `stages/bench.json` and return it.
+              train_env: str | None = None) -> BenchStage:
+    """Run `suite` on `specs`, write `stages/bench.json` and return it as the typed result
+    (`gpuctl.results.BenchStage`, what the report, turnkey, rebuild and the CLI read).
 
     Shape: {suite, run_id, started, finished, status, inventory{path, sha256, cluster, sku, os,
     matrix, nodes, gpus_per_node, gpu_model}, thresholds{name: {min|max, warn_below|warn_above,
@@ -563,6 +564,6 @@ def run_bench(loaded: LoadedInventory, specs: Sequence[NodeSpec], suite: suites.
     a verdict (check, status, subject, value, threshold, unit, source, remediation, message)
     plus test, host, raw (and skipped when the tool reported it could not start)."""
     # written through the typed result the report reads (gpuctl.results.BenchStage)
-    data = bench_stage(BenchRun(loaded, specs, suite, record, targets, progress, train_env).run()).dump()
-    record.stage("bench", data)
-    return data
+    stage = bench_stage(BenchRun(loaded, specs, suite, record, targets, progress, train_env).run())
+    record.stage("bench", stage.dump())
+    return stage

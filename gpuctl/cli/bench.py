@@ -55,9 +55,8 @@ def bench(inventory: str, suite: str, limit: tuple[str, ...], as_json: bool) -> 
     record = RunRecord.create("bench", loaded.path, loaded.matrix.path, cluster=loaded.inventory.cluster.name,
                               inventory_text=loaded.text)
     err = console(stderr=True)
-    data = run_bench(loaded, specs, SUITES[suite], record,
-                     progress=None if as_json else (lambda msg: err.print(styled((f"… {msg}", "dim")))))
-    stage = bench_stage(data)
+    stage = run_bench(loaded, specs, SUITES[suite], record,
+                      progress=None if as_json else (lambda msg: err.print(styled((f"… {msg}", "dim")))))
     status = str(stage.status)
     record.finish(status)
     if as_json:

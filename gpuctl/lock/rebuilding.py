@@ -18,7 +18,6 @@ from gpuctl.lock.compare import Drift, DriftReport, diff_entry, diff_peers
 from gpuctl.lock.managed import per_node_file
 from gpuctl.lock.model import load_lock, lock_path, now_iso, write_lock
 from gpuctl.lock.pins import consensus_entry, pin_from_lock, pins_changed
-from gpuctl.results import bench_stage
 from gpuctl.runner.roles import select_roles
 from gpuctl.runrecord import RunRecord
 from gpuctl.spec import NodeSpec, resolve
@@ -129,7 +128,7 @@ def _bench(loaded: LoadedInventory, spec: NodeSpec, peers: list[NodeSpec], suite
     if suite_name not in SUITES:
         raise InputError(f"unknown bench suite {suite_name!r}; suites: {', '.join(SUITES)}")
     chosen = [spec, *peers[:1]]
-    result = bench_stage(run_bench(loaded, chosen, SUITES[suite_name], record))  # the typed result
+    result = run_bench(loaded, chosen, SUITES[suite_name], record)  # the typed result
     values: dict[str, dict[str, Any]] = {}
     for node, h in result.hosts.items():
         for r in h.results:

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpuctl.cli.main import main
+from gpuctl.results import bench_stage
 
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
 LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
@@ -93,7 +94,7 @@ def test_json_carries_the_fault_finding_when_it_ran(dead_inventory: Path, tmp_pa
                "cluster": {"status": "fail", "results": []}}
         if localisation:
             out["localisation"] = localisation
-        return out
+        return bench_stage(out)  # run_bench returns the typed result
 
     monkeypatch.setenv("GPUCTL_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(bench_cli, "run_bench", fake_run_bench)

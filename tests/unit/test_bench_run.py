@@ -68,7 +68,7 @@ def lab_bench(stand_in_tools: Path) -> tuple[dict, RunRecord, Path]:
     specs = resolve(loaded)
     targets = {s.node: SshTarget(name=s.node, address="@local") for s in specs}
     record = RunRecord.create("bench", loaded.path, root=stand_in_tools / "runs")
-    data = run_bench(loaded, specs, SUITES["quick"], record, targets=targets)
+    data = run_bench(loaded, specs, SUITES["quick"], record, targets=targets).dump()  # as written to the record
     return data, record, stand_in_tools
 
 
@@ -139,7 +139,7 @@ def test_unreachable_node_could_not_run(tmp_path: Path) -> None:
     targets = {s.node: SshTarget(name=s.node, address="127.0.0.1", port=9, key=None,
                                  known_hosts=str(tmp_path / "kh"), connect_timeout_s=3) for s in specs}
     record = RunRecord.create("bench", loaded.path, root=tmp_path / "runs")
-    data = run_bench(loaded, specs, SUITES["quick"], record, targets=targets)
+    data = run_bench(loaded, specs, SUITES["quick"], record, targets=targets).dump()
     for host in data["hosts"].values():
         assert [r["check"] for r in host["results"]] == ["connect"]
         assert host["status"] == "error"

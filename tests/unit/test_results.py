@@ -114,7 +114,7 @@ def _stored(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     import gpuctl.bench.run
 
     data = json.loads((ROOT / "tests/data/report/bench-lab-stand-in.json").read_text())
-    monkeypatch.setattr(gpuctl.bench.run, "run_bench", lambda *a, **k: data)
+    monkeypatch.setattr(gpuctl.bench.run, "run_bench", lambda *a, **k: bench_stage(data))  # the typed result
     return data
 
 
