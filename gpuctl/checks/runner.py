@@ -61,7 +61,9 @@ def check_files(roles: Sequence[str] = ROLE_ORDER) -> list[Path]:
 
 
 class Collector:
-    """pytest plugin object: one CheckResult per test, from the (possibly xdist) reports."""
+    """pytest plugin object: one CheckResult per check and item, from the (possibly xdist)
+    reports. A `@for_each` check is one pytest item per host whose call report carries each
+    item's outcome; a setup error or skip of that item applies to every item it stands for."""
 
     def __init__(self) -> None:
         self.results: dict[str, CheckResult] = {}
@@ -76,10 +78,17 @@ class Collector:
         ident = props.get(gplugin.USER_PROPERTY)
         if ident is None:
             return
+        per_item = props.get(gplugin.USER_PROPERTY + "_items")
+        if per_item is not None:
+            for o in per_item:
+                status = _OUTCOME_STATUS.get(o.get("outcome", ""), CheckStatus.ERROR)
+                self._add(f"{report.nodeid}[{o['item']}]", ident, f"{ident['check']}[{o['item']}]", status, o,
+                          o.get("duration_s", 0.0))
+            return
+        ids = gplugin.item_ids(ident)
+        keys = [report.nodeid] if ident.get("items") is None else [f"{report.nodeid}[{n}]" for n in ident["items"]]
         extra: dict[str, Any] = props.get(gplugin.USER_PROPERTY + "_result") or {}
-        key = report.nodeid
-        existing = self.results.get(key)
-        if report.when == "teardown" and (existing is not None or report.passed):
+        if report.when == "teardown" and (keys[0] in self.results or report.passed):
             return
         status: CheckStatus
         if report.passed:
@@ -97,12 +106,23 @@ class Collector:
             if not extra.get("message"):
                 text = str(report.longrepr).strip().splitlines()
                 extra = {**extra, "message": text[-1] if text else "check failed"}
-        self.results[key] = CheckResult(
-            host=ident["host"], check=ident["check"], role=ident["role"], status=status,
+        duration = round(getattr(report, "duration", 0.0) / len(keys), 3)
+        for key, check in zip(keys, ids, strict=True):
+            self._add(key, ident, check, status, extra, duration)
+
+    def _add(self, key: str, ident: dict[str, Any], check: str, status: CheckStatus, extra: dict[str, Any],
+             duration: float) -> None:
+        result = CheckResult(
+            host=ident["host"], check=check, role=ident["role"], status=status,
             expected=extra.get("expected", ""), found=extra.get("found", ""),
             remediation=extra.get("remediation", "") if status in (CheckStatus.FAIL, CheckStatus.ERROR) else "",
-            message=extra.get("message", ""), duration_s=round(getattr(report, "duration", 0.0), 3))
-        self.results[key].unreachable = bool(extra.get("unreachable"))
+            message=extra.get("message", ""), duration_s=round(duration, 3))
+        result.unreachable = bool(extra.get("unreachable"))
+        self.results[key] = result
+
+
+_OUTCOME_STATUS = {"pass": CheckStatus.PASS, "fail": CheckStatus.FAIL, "error": CheckStatus.ERROR,
+                   "skip": CheckStatus.SKIP}
 
 
 class _Listing:
@@ -113,7 +133,7 @@ class _Listing:
         for it in session.items:
             ident = dict(it.user_properties).get(gplugin.USER_PROPERTY)
             if ident:
-                self.ids.setdefault(ident["host"], []).append(ident["check"])
+                self.ids.setdefault(ident["host"], []).extend(gplugin.item_ids(ident))
 
 
 def list_checks(specs: Sequence[NodeSpec], roles: Sequence[str] = ROLE_ORDER) -> dict[str, list[str]]:
