@@ -1,15 +1,16 @@
-"""What a role's `checks.py` is written with: per-item parametrization from the NodeSpec,
+"""What a role's `checks.py` is written with: per-item checks from the NodeSpec,
 the failure helper, and the checks every role shares (packages, services, modules).
 
 Convention for `roles/<role>/checks.py`:
 
 * a check is a pytest test function taking testinfra's `host` plus the fixtures `spec`
   (this host's NodeSpec) and `probe` (this host's cached outputs, `gpuctl.checks.probe`);
-* a check about many things is parametrized per item with `@for_each(fn)`, where
+* a check about many things runs per item with `@for_each(fn)`, where
   `fn(spec) -> list[str]` names the items (packages, GPUs "gpu3", pairs "gpu0-gpu1",
-  ports, VLANs, RAID slots) and the test takes an `item` argument; the check id is
-  `<role>.<function without test_>[<item>]`, and items a host's spec does not list are
-  not collected for that host;
+  ports, VLANs, RAID slots) and the test takes an `item` argument; it is called once per
+  item of each host's spec (one pytest item per host, see `gpuctl.checks.plugin`), each
+  call its own result `<role>.<function without test_>[<item>]`; a host whose spec lists
+  no item has no result for it;
 * a role the host's spec skips (`spec.roles[role]` is a reason) has none of its checks
   collected on that host; the runner reports the role as skipped with the reason;
 * a failure is `fail(message, expected=…, found=…, remediation=…)` (or `expect(...)`),
@@ -60,7 +61,7 @@ ITEMS_ATTR = "_gpuctl_items"
 
 
 def for_each(items: ItemsFn) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Parametrize a check's `item` argument with `items(spec)` for each host."""
+    """Run a check once per item of `items(spec)` on each host, passed as its `item` argument."""
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         setattr(fn, ITEMS_ATTR, items)
         return fn

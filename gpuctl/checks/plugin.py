@@ -1,10 +1,11 @@
 """The pytest plugin behind `gpuctl verify` (loaded with `-p gpuctl.checks.plugin`).
 
 It reads the NodeSpecs serialized by the runner (`--gpuctl-specs FILE.json`, node name →
-NodeSpec JSON), gives each check its host's `spec` and cached `probe`, parametrizes
-`@for_each` checks per item, drops items and roles a host's spec does not have, and
-copies every check's identity and failure fields (expected, found, remediation) into the
-test report's `user_properties`, which xdist carries back to the controller.
+NodeSpec JSON), gives each check its host's `spec` and cached `probe`, calls `@for_each`
+checks once per item of the host's spec (one pytest item per host), drops the roles a host's
+spec skips, and copies every check's identity and failure fields (expected, found,
+remediation) into the test report's `user_properties`, which xdist carries back to the
+controller.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def reset_probes() -> None:
         _PROBES.clear()
 
 
-# ---------------------------------------------------------------- parametrization
+# ---------------------------------------------------------------- per-item checks
 
 def _items_fn(function: Any) -> Any:
     return getattr(function, ITEMS_ATTR, None)
