@@ -21,7 +21,7 @@ a deploy of one ``server.shell`` operation per command, on the same N nodes.
 Results: ``<out>/scale-<timestamp>.json`` and ``.md`` (the Markdown table and the bound
 checks of issue 8), plus the latest copy as ``<out>/scale-latest.{json,md}``.
 
-Reproduce (root, the lab image cached; about 19 minutes on two cores)::
+Reproduce (root, the lab image cached; 8 minutes on a quiet two-core machine, 19 on a loaded one)::
 
     python bench/scale.py --nodes 1,8,32,64
 
