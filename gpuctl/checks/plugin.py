@@ -65,6 +65,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config._gpuctl_lock_firmware = json.loads(Path(path).read_text()) if path else None  # type: ignore[attr-defined]
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _CONFIG
+    if _CONFIG is config:
+        _CONFIG = None
+
+
 def _load_specs(path: str | None) -> dict[str, NodeSpec]:
     if not path:
         return {}
@@ -203,7 +209,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             # One pytest item per host for a per-item check, not one per item: pytest's
             # protocol costs ~0.45 ms an item, 3000+ items at 64 container nodes and eight
             # per-GPU items each on a GPU node (issue 18: verify within 1.5× plain pyinfra).
-            ident["items"] = list(dict.fromkeys(items_fn(s)))
+            try:
+                ident["items"] = list(dict.fromkeys(items_fn(s)))
+            except Exception as exc:  # a broken @for_each names its check file, as a collection error did
+                raise pytest.UsageError(f"{it.nodeid}: @for_each items for {s.node}: {type(exc).__name__}: {exc}") \
+                    from exc
             if not ident["items"]:
                 drop.append(it)  # nothing of the kind on this host: no result, not a vacuous pass
                 continue
@@ -288,8 +298,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 # ---------------------------------------------------------------- reports
 
-#: What a per-item call may raise and still be judged (pytest's skip is a BaseException).
-_JUDGED: tuple[type[BaseException], ...] = (Exception, pytest.skip.Exception, pytest.fail.Exception)
+#: What a per-item call may raise and still be judged, as pytest judges a test (its skip and
+#: fail outcomes and SystemExit are BaseExceptions; KeyboardInterrupt and pytest.exit stop the run).
+_JUDGED: tuple[type[BaseException], ...] = (Exception, SystemExit, pytest.skip.Exception, pytest.fail.Exception)
 _ARGNAMES: dict[Any, tuple[str, ...]] = {}
 
 
@@ -306,7 +317,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     function = pyfuncitem.obj
     argnames = _ARGNAMES.get(function)
     if argnames is None:
-        argnames = _ARGNAMES[function] = tuple(inspect.signature(function).parameters)
+        # the parameters pytest fills: not those with a default, nor *args/**kwargs
+        argnames = _ARGNAMES[function] = tuple(
+            n for n, p in inspect.signature(function).parameters.items()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
     args = {a: pyfuncitem.funcargs[a] for a in argnames if a != "item"}
     outcomes: list[dict[str, Any]] = []
     for name in names:
@@ -352,6 +366,8 @@ def outcome_of(exc: BaseException, host: str) -> dict[str, Any]:
         extra = {"outcome": "error", "message": f"unreadable output: {exc}", "remediation": "rerun"}
     elif isinstance(exc, pytest.skip.Exception):
         extra = {"outcome": "skip", "message": str(exc.msg if hasattr(exc, "msg") else exc)}
+    elif isinstance(exc, pytest.xfail.Exception):  # pytest reports an xfail as skipped
+        extra = {"outcome": "skip", "message": f"xfail: {exc.msg if hasattr(exc, 'msg') else exc}"}
     elif isinstance(exc, AssertionError):
         extra = {"outcome": "fail", "message": str(exc).splitlines()[0] if str(exc) else "assertion failed",
                  "remediation": "rerun"}

@@ -94,3 +94,77 @@ def test_one_pytest_item_per_check_and_host_each_item_judged_as_a_direct_call(mo
         except pytest.skip.Exception:
             want = CheckStatus.SKIP
         assert c.status is want, c
+
+
+FAKE_CHECKS = '''
+import sys, pytest
+from gpuctl.checks.api import for_each, fail, CouldNotRun, Remediation
+
+@for_each(lambda spec: ["ok", "bad", "cnr", "skip", "xfail", "crash", "ok"])
+def test_many(host, spec, probe, item):
+    if item == "bad": fail("bad thing", expected="x", found="y", remediation=Remediation.RECONFIGURE)
+    if item == "cnr": raise CouldNotRun("nope")
+    if item == "skip": pytest.skip("not here")
+    if item == "xfail": pytest.xfail("known")
+    if item == "crash": raise ValueError("boom")
+
+@for_each(lambda spec: ["a", "b", "c"])
+def test_sysexit(host, spec, probe, item):
+    if item == "b": sys.exit(3)
+
+@for_each(lambda spec: ["a", "b"])
+def test_default(host, spec, probe, item, extra=1):
+    assert extra == 1
+
+@for_each(lambda spec: [])
+def test_empty(host, spec, probe, item):
+    pass
+'''
+
+
+def _fake_session(tmp_path: Path, text: str, role: str = "fake") -> tuple[int, dict[str, runner.CheckResult], str]:
+    """One check session over a checks file of role `role` on this machine (local://); pytest
+    keeps an imported checks module by its path under the roles folder, so each test its own role."""
+    import contextlib
+    import io
+    import json
+
+    spec = inventory_spec("lab", 0)
+    (tmp_path / "roles" / role).mkdir(parents=True)
+    (tmp_path / "roles" / role / "checks.py").write_text(text)
+    (tmp_path / "specs.json").write_text(json.dumps({spec.node: spec.model_dump(mode="json")}))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    args = [str(tmp_path / "roles" / role / "checks.py"), "-c", str(tmp_path / "pytest.ini"),
+            "--rootdir", str(tmp_path / "roles"), "--import-mode=importlib", "-p", "no:cacheprovider",
+            "-p", "gpuctl.checks.plugin", *runner.NO_PLUGINS, "--hosts=local://",
+            f"--gpuctl-specs={tmp_path / 'specs.json'}", "-q", "--tb=line"]
+    collector = runner.Collector()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        code = pytest.main(args, plugins=[collector])
+    return int(code), {r.check: r for r in collector.results.values()}, buf.getvalue()
+
+
+def test_each_item_is_judged_as_pytest_judges_a_test(tmp_path: Path) -> None:
+    """Found by review: a parameter with a default was asked of pytest's fixtures (every item
+    'crashed'), and SystemExit on one item ended the host's whole item (the items before it
+    lost their pass, those after it never ran)."""
+    code, got, _ = _fake_session(tmp_path, FAKE_CHECKS)
+    assert code == 1
+    status = {k: v.status.value for k, v in got.items()}
+    assert status == {
+        "fake.many[ok]": "pass", "fake.many[bad]": "fail", "fake.many[cnr]": "error", "fake.many[skip]": "skip",
+        "fake.many[xfail]": "skip", "fake.many[crash]": "error",
+        "fake.sysexit[a]": "pass", "fake.sysexit[b]": "error", "fake.sysexit[c]": "pass",
+        "fake.default[a]": "pass", "fake.default[b]": "pass"}  # fake.empty: no item, no result
+    assert (got["fake.many[bad]"].expected, got["fake.many[bad]"].remediation) == ("x", "reconfigure")
+    assert got["fake.many[crash]"].message == "check crashed: ValueError: boom"
+    assert got["fake.many[xfail]"].message == "xfail: known"
+
+
+def test_items_that_cannot_be_listed_name_the_check(tmp_path: Path) -> None:
+    broken = "from gpuctl.checks.api import for_each\n\n@for_each(lambda spec: 1 / 0)\n" \
+             "def test_broken(host, spec, probe, item):\n    pass\n"
+    code, got, out = _fake_session(tmp_path, broken, role="broken")
+    assert code == 4 and not got, out  # pytest's usage error: the run names the file, no result is made up
+    assert "broken/checks.py::test_broken" in out and "ZeroDivisionError" in out
