@@ -82,3 +82,20 @@ def failure(fn, *args) -> CheckFailure:  # type: ignore[no-untyped-def]
     with pytest.raises(CheckFailure) as exc:
         fn(None, *args)
     return exc.value
+
+
+def pytest_items_run(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The node ids of the pytest items a check session runs from now on (one per setup
+    report the runner's Collector receives), filled as sessions run."""
+    from gpuctl.checks import runner
+
+    seen: list[str] = []
+    real = runner.Collector.pytest_runtest_logreport
+
+    def recording(self: runner.Collector, report: pytest.TestReport) -> None:
+        if report.when == "setup":
+            seen.append(report.nodeid)
+        real(self, report)
+
+    monkeypatch.setattr(runner.Collector, "pytest_runtest_logreport", recording)
+    return seen

@@ -15,7 +15,7 @@ from gpuctl.checks.model import CheckFailure, CheckStatus, CouldNotRun
 from gpuctl.checks.probe import Probe
 from gpuctl.checks.runner import list_checks, run_verify
 from gpuctl.inventory import load_inventory
-from tests.unit.checks_support import inventory_spec, role
+from tests.unit.checks_support import inventory_spec, pytest_items_run, role
 
 LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 ROLES = ("base", "nccl")
@@ -63,15 +63,7 @@ def test_one_pytest_item_per_check_and_host_each_item_judged_as_a_direct_call(mo
     collection lists, per-item checks ran as one pytest item each, and every item's status is
     what calling the check for that item alone gives."""
     spec = inventory_spec("lab", 0).model_copy(update={"address": "@local"})
-    calls: list[str] = []
-    real = runner.Collector.pytest_runtest_logreport
-
-    def counting(self: runner.Collector, report: pytest.TestReport) -> None:
-        if report.when == "call":
-            calls.append(report.nodeid)
-        real(self, report)
-
-    monkeypatch.setattr(runner.Collector, "pytest_runtest_logreport", counting)
+    calls = pytest_items_run(monkeypatch)
     result = run_verify(load_inventory(LAB_INVENTORY), [spec], roles=ROLES, timeout_s=60)
     checks = [c for c in result.hosts[spec.node].checks if c.check != c.role]  # not the role-skipped rows
     assert sorted(c.check for c in checks) == sorted(list_checks([spec], roles=ROLES)[spec.node])

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from _pytest import fixtures
 
-from gpuctl.checks import plugin, runner
+from gpuctl.checks import plugin
 from gpuctl.checks.model import CheckStatus
 from gpuctl.checks.runner import run_verify
 from gpuctl.inventory import load_inventory
-from tests.unit.checks_support import bundle, inventory_spec, probe, role
+from tests.unit.checks_support import bundle, inventory_spec, probe, pytest_items_run, role
 
 LAB_INVENTORY = Path(__file__).resolve().parents[1] / "data" / "inventories" / "lab-placeholder.yaml"
 
@@ -37,15 +37,7 @@ def test_plugin_fixtures_do_not_take_request(name: str) -> None:
 def test_about_one_request_definition_per_pytest_item(monkeypatch: pytest.MonkeyPatch) -> None:
     """A real session (SSH to a closed loopback port: every check could not run)."""
     made = []
-    pytest_items: list[str] = []
-    real = runner.Collector.pytest_runtest_logreport
-
-    def counting_items(self: runner.Collector, report: pytest.TestReport) -> None:
-        if report.when == "setup":
-            pytest_items.append(report.nodeid)
-        real(self, report)
-
-    monkeypatch.setattr(runner.Collector, "pytest_runtest_logreport", counting_items)
+    pytest_items = pytest_items_run(monkeypatch)
     original = fixtures.RequestFixtureDef.__init__
 
     def counting(self: object, request: object) -> None:
