@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import shutil
 import tempfile
@@ -80,15 +81,16 @@ class Collector:
             return
         per_item = props.get(gplugin.USER_PROPERTY + "_items")
         if per_item is not None:
-            for o in per_item:
-                status = _OUTCOME_STATUS.get(o.get("outcome", ""), CheckStatus.ERROR)
-                self._add(f"{report.nodeid}[{o['item']}]", ident, f"{ident['check']}[{o['item']}]", status, o,
-                          o.get("duration_s", 0.0))
+            # the call's outcomes (the teardown report carries the same user_properties again)
+            if report.when == "call":
+                for o in per_item:
+                    status = _OUTCOME_STATUS.get(o.get("outcome", ""), CheckStatus.ERROR)
+                    self._add(report.nodeid, ident, f"{ident['check']}[{o['item']}]", status, o,
+                              o.get("duration_s", 0.0))
             return
         ids = gplugin.item_ids(ident)
-        keys = [report.nodeid] if ident.get("items") is None else [f"{report.nodeid}[{n}]" for n in ident["items"]]
         extra: dict[str, Any] = props.get(gplugin.USER_PROPERTY + "_result") or {}
-        if report.when == "teardown" and (keys[0] in self.results or report.passed):
+        if report.when == "teardown" and (f"{report.nodeid} {ids[0]}" in self.results or report.passed):
             return
         status: CheckStatus
         if report.passed:
@@ -106,11 +108,10 @@ class Collector:
             if not extra.get("message"):
                 text = str(report.longrepr).strip().splitlines()
                 extra = {**extra, "message": text[-1] if text else "check failed"}
-        duration = round(getattr(report, "duration", 0.0) / len(keys), 3)
-        for key, check in zip(keys, ids, strict=True):
-            self._add(key, ident, check, status, extra, duration)
+        for check in ids:
+            self._add(report.nodeid, ident, check, status, extra, getattr(report, "duration", 0.0) / len(ids))
 
-    def _add(self, key: str, ident: dict[str, Any], check: str, status: CheckStatus, extra: dict[str, Any],
+    def _add(self, nodeid: str, ident: dict[str, Any], check: str, status: CheckStatus, extra: dict[str, Any],
              duration: float) -> None:
         result = CheckResult(
             host=ident["host"], check=check, role=ident["role"], status=status,
@@ -118,7 +119,7 @@ class Collector:
             remediation=extra.get("remediation", "") if status in (CheckStatus.FAIL, CheckStatus.ERROR) else "",
             message=extra.get("message", ""), duration_s=round(duration, 3))
         result.unreachable = bool(extra.get("unreachable"))
-        self.results[key] = result
+        self.results[f"{nodeid} {check}"] = result
 
 
 _OUTCOME_STATUS = {"pass": CheckStatus.PASS, "fail": CheckStatus.FAIL, "error": CheckStatus.ERROR,
@@ -140,8 +141,6 @@ def list_checks(specs: Sequence[NodeSpec], roles: Sequence[str] = ROLE_ORDER) ->
     """The check ids each host would run (collection only; nothing connects)."""
     work = Path(tempfile.mkdtemp(prefix="gpuctl-l-", dir="/tmp"))
     try:
-        import json
-
         (work / "specs.json").write_text(json.dumps({s.node: s.model_dump(mode="json") for s in specs}))
         (work / "pytest.ini").write_text("[pytest]\n")
         args = [str(f) for f in check_files(roles)] + [
@@ -213,8 +212,6 @@ def run_verify(
     control = work / "cm"
     control.mkdir(mode=0o700)
     try:
-        import json
-
         (work / "specs.json").write_text(json.dumps({s.node: s.model_dump(mode="json") for s in specs}))
         # the firmware the lock file records per node (verify's firmware checks judge against it)
         (work / "lock-firmware.json").write_text(json.dumps(lock_firmware(loaded)))

@@ -37,8 +37,12 @@ def test_each_item_outcome_is_its_own_result() -> None:
     c.pytest_runtest_logreport(_report("setup", "passed", [(gplugin.USER_PROPERTY, ident)]))
     c.pytest_runtest_logreport(_report("call", "failed", [(gplugin.USER_PROPERTY, ident),
                                                           (gplugin.USER_PROPERTY + "_items", per_item)]))
-    c.pytest_runtest_logreport(_report("teardown", "passed", [(gplugin.USER_PROPERTY, ident)]))
+    # the teardown report carries the item's user_properties again: read once, from the call
+    stale = [{**o, "outcome": "pass"} for o in per_item]
+    c.pytest_runtest_logreport(_report("teardown", "passed", [(gplugin.USER_PROPERTY, ident),
+                                                              (gplugin.USER_PROPERTY + "_items", stale)]))
     got = {r.check: r for r in c.results.values()}
+    assert len(c.results) == 3
     assert [got[f"base.sysctl[{n}]"].status for n in "abc"] == [CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.ERROR]
     b = got["base.sysctl[b]"]
     assert (b.expected, b.found, b.remediation, b.message) == (">= 2", "1", "reconfigure", "b is 1")
