@@ -4,10 +4,10 @@ removed only after the customer login probe succeeded in the same run."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+from sshkeys import keypair
 
 from gpuctl.handover import PROBE_MARK, plan_handover
 from gpuctl.inventory import load_inventory
@@ -19,11 +19,6 @@ LAB_INVENTORY = Path(__file__).resolve().parents[2] / "data" / "inventories" / "
 
 pytestmark = pytest.mark.deploy
 
-
-def keypair(folder: Path, name: str) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@test", "-f", str(folder / name)],
-                   check=True, capture_output=True)
-    return (folder / f"{name}.pub").read_text().strip()
 
 
 @pytest.fixture

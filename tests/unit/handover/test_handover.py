@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from sshkeys import keypair
 
 from gpuctl.errors import InputError
 from gpuctl.handover import (
@@ -24,11 +25,6 @@ from gpuctl.pubkey import parse_public_key
 # the lab inventory as committed (`gpuctl lab up` rewrites inventories/lab.yaml)
 LAB_INVENTORY = Path(__file__).resolve().parents[2] / "data" / "inventories" / "lab-placeholder.yaml"
 
-
-def keypair(folder: Path, name: str) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@x", "-f", str(folder / name)],
-                   check=True, capture_output=True)
-    return (folder / f"{name}.pub").read_text().strip()
 
 
 @pytest.fixture
