@@ -20,26 +20,29 @@ def clean(value: str | None) -> str | None:
     return None if value in _MISSING else value
 
 
-def percent(value: str | None, where: str) -> int | None:
-    """'0 %' (the -q and XML forms of a utilization)."""
+_PERCENT = re.compile(r"^(\d+)\s*%?$")
+# "81559 MiB", "16x", "5": the unit is what `nounits` would have removed
+_NUMBER = re.compile(r"^(-?\d+)\s*(?:x|MiB|MB|bank\(s\))?$")
+
+
+def _integer(value: str | None, where: str, shape: re.Pattern[str], what: str) -> int | None:
     value = clean(value)
     if value is None:
         return None
-    m = re.match(r"^(\d+)\s*%?$", value)
+    m = shape.match(value)
     if not m:
-        raise ParseError(f"{TOOL}: expected a percentage, got {value!r} for {where}")
+        raise ParseError(f"{TOOL}: expected {what}, got {value!r} for {where}")
     return int(m.group(1))
+
+
+def percent(value: str | None, where: str) -> int | None:
+    """'0 %' (the -q and XML forms of a utilization)."""
+    return _integer(value, where, _PERCENT, "a percentage")
 
 
 def number(value: str | None, where: str) -> int | None:
-    value = clean(value)
-    if value is None:
-        return None
-    # "81559 MiB", "16x", "5" ; the unit is what `nounits` would have removed
-    m = re.match(r"^(-?\d+)\s*(?:x|MiB|MB|bank\(s\))?$", value)
-    if not m:
-        raise ParseError(f"{TOOL}: expected a number, got {value!r} for {where}")
-    return int(m.group(1))
+    """'81559 MiB', '16x', '5' (a count or size with nvidia-smi's unit)."""
+    return _integer(value, where, _NUMBER, "a number")
 
 
 def flag(value: str | None, where: str) -> bool | None:
